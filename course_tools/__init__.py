@@ -1,0 +1,1 @@
+"""Course machinery: regenerate the views, grade the demo class, benchmark the notebooks."""

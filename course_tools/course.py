@@ -1,0 +1,77 @@
+"""Open the course through nbgrader's Python API and regenerate its generated views."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nbgrader.apps import NbGraderAPI
+from nbgrader.converters import GenerateSolution
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.utils import capture_log, temp_attrs
+from traitlets.config import Config, PyFileConfigLoader
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class CourseError(RuntimeError):
+    """An nbgrader step failed; the message carries nbgrader's own log."""
+
+
+def load_config(root: Path = REPO_ROOT) -> Config:
+    """Load root/nbgrader_config.py exactly as the nbgrader command line does, rooted at `root`."""
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    config.CourseDirectory.root = str(Path(root).resolve())
+    return config
+
+
+def open_course(root: Path = REPO_ROOT) -> NbGraderAPI:
+    """An NbGraderAPI on the course at `root` (its gradebook is root/gradebook.db)."""
+    config = load_config(root)
+    return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+
+
+def assignment_ids(root: Path = REPO_ROOT) -> list[str]:
+    """The assignments authored under root/source/, in lesson order."""
+    source = Path(root) / "source"
+    return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+
+
+def require_success(result: dict, what: str) -> dict:
+    """Raise CourseError with nbgrader's log when an API call reports failure."""
+    if not result.get("success"):
+        raise CourseError(f"{what} failed:\n{result.get('error', '')}\n{result.get('log', '')}")
+    return result
+
+
+def generate_release(api: NbGraderAPI, assignment: str) -> None:
+    """Write release/<assignment>/: the student version, without solutions or hidden tests."""
+    require_success(api.generate_assignment(assignment, force=True), f"generate_assignment {assignment}")
+
+
+def generate_solution(api: NbGraderAPI, assignment: str) -> None:
+    """Write notebooks/<assignment>/: the worked solution, executed top to bottom."""
+    with temp_attrs(api.coursedir, assignment_id=assignment):
+        app = GenerateSolution(coursedir=api.coursedir, parent=api)
+        app.force = True
+        log = capture_log(app)
+    require_success(log, f"generate_solution {assignment}")
+
+
+def regenerate(root: Path = REPO_ROOT, assignments: list[str] | None = None) -> list[str]:
+    """Regenerate release/ and notebooks/ from source/ for the given (default: all) assignments."""
+    api = open_course(root)
+    chosen = assignments or assignment_ids(root)
+    for assignment in chosen:
+        print(f"regenerating {assignment}: release/ ...", flush=True)
+        generate_release(api, assignment)
+        print(f"regenerating {assignment}: notebooks/ (executing the solution) ...", flush=True)
+        generate_solution(api, assignment)
+    return chosen
+
+
+def main() -> None:
+    regenerate()
+
+
+if __name__ == "__main__":
+    main()

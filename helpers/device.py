@@ -1,0 +1,99 @@
+"""Device choice, low-precision dtype, synchronisation, seeding and workload size."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import torch
+
+_GRADING_MODES = frozenset({"autograde", "validate"})
+_LOW_PRECISION_BY_TYPE = {"mps": torch.float16, "cpu": torch.bfloat16}
+
+
+def _as_device(device: torch.device | str) -> torch.device:
+    if isinstance(device, torch.device):
+        return device
+    if isinstance(device, str):
+        try:
+            return torch.device(device)
+        except RuntimeError as error:
+            raise ValueError(f"{device!r} is not a device name such as 'cpu' or 'cuda'") from error
+    raise TypeError(f"device must be a torch.device or a str, got {type(device).__name__}")
+
+
+def pick_device() -> torch.device:
+    """Return the best available device: cuda, else mps, else cpu."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def low_precision_dtype(device: torch.device | str) -> torch.dtype:
+    """Return the 16-bit float dtype autocast should use on `device` (bfloat16 or float16)."""
+    device = _as_device(device)
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type in _LOW_PRECISION_BY_TYPE:
+        return _LOW_PRECISION_BY_TYPE[device.type]
+    raise ValueError(f"no low-precision dtype known for device type {device.type!r}")
+
+
+def synchronize(device: torch.device | str) -> None:
+    """Wait until all queued work on `device` has finished; a no-op on cpu."""
+    device = _as_device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+    elif device.type != "cpu":
+        raise ValueError(f"cannot synchronize device type {device.type!r}")
+
+
+def is_grading() -> bool:
+    """Return True while nbgrader autogrades or validates (env NBGRADER_EXECUTION)."""
+    return os.environ.get("NBGRADER_EXECUTION", "") in _GRADING_MODES
+
+
+def use_real_size(device: torch.device | str) -> bool:
+    """Return True when workloads should be full size: on a CUDA device and not grading."""
+    return _as_device(device).type == "cuda" and not is_grading()
+
+
+def by_size(small, real, device: torch.device | str):
+    """Return `real` when use_real_size(device), else `small` (any type)."""
+    return real if use_real_size(device) else small
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's `random`, torch (CPU and all CUDA devices) and numpy if installed."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    random.seed(seed)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    try:
+        import numpy
+    except ImportError:
+        return
+    # numpy only accepts seeds in [0, 2**32).
+    numpy.random.seed(seed % 2**32)
+
+
+def describe(device: torch.device | str) -> str:
+    """Return a one-line description: device, low-precision dtype and workload size."""
+    device = _as_device(device)
+    name = device.type
+    if device.type == "cuda":
+        name = f"cuda ({torch.cuda.get_device_name(device)})"
+    dtype_name = str(low_precision_dtype(device)).removeprefix("torch.")
+    if use_real_size(device):
+        workload = "real"
+    elif is_grading():
+        workload = "small (grading)"
+    else:
+        workload = f"small ({device.type.upper()})"
+    return f"{name} · low precision: {dtype_name} · workload: {workload}"

@@ -1,0 +1,183 @@
+"""Clone models, snapshot gradients and parameters, and compare them against a reference."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+
+def _require_module(model) -> nn.Module:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    return model
+
+
+def clone_model(model: nn.Module) -> nn.Module:
+    """Return a deep copy of `model` on the same device/dtype with all .grad set to None."""
+    clone = copy.deepcopy(_require_module(model))
+    for parameter in clone.parameters():
+        parameter.grad = None
+    return clone
+
+
+def grad_snapshot(model: nn.Module) -> dict[str, torch.Tensor | None]:
+    """Return {parameter name: detached copy of its .grad (same shape/dtype) or None}."""
+    return {
+        name: None if p.grad is None else p.grad.detach().clone()
+        for name, p in _require_module(model).named_parameters()
+    }
+
+
+def param_snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Return {parameter name: detached copy of the parameter (same shape/dtype)}."""
+    return {name: p.detach().clone() for name, p in _require_module(model).named_parameters()}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How far a candidate set of tensors is from a reference set."""
+
+    max_abs_error: float
+    relative_error: float
+    per_tensor: dict[str, float]
+    missing: tuple[str, ...]
+    unexpected: tuple[str, ...] = ()
+    reference_max_abs: float = 0.0
+    per_tensor_max_abs: dict[str, float] = field(default_factory=dict)
+
+    def close(self, rtol: float = 1e-5, atol: float = 1e-7) -> bool:
+        """True iff no tensor is missing/unexpected and max_abs_error <= atol + rtol * max|ref|.
+
+        The tolerance scales with the largest reference entry, as torch.allclose does per entry,
+        so one global bound works for gradients of any magnitude.
+        """
+        if self.missing or self.unexpected:
+            return False
+        return self.max_abs_error <= atol + rtol * self.reference_max_abs
+
+    def __str__(self) -> str:
+        text = f"max abs error {self.max_abs_error:.2g}, relative error {self.relative_error:.2g}"
+        if self.missing:
+            text += f", missing: {', '.join(self.missing)}"
+        if self.unexpected:
+            text += f", unexpected: {', '.join(self.unexpected)}"
+        return text
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    if denominator == 0:
+        return 0.0 if numerator == 0 else math.inf
+    return numerator / denominator
+
+
+def compare(
+    candidate: Mapping[str, torch.Tensor | None],
+    reference: Mapping[str, torch.Tensor | None],
+) -> Comparison:
+    """Compare two {name: tensor or None} dicts of equal keys/shapes; reference is the truth."""
+    for label, value in (("candidate", candidate), ("reference", reference)):
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{label} must be a dict of name -> tensor, got {type(value).__name__}")
+    if candidate.keys() != reference.keys():
+        only_candidate = sorted(set(candidate) - set(reference))
+        only_reference = sorted(set(reference) - set(candidate))
+        raise ValueError(
+            "candidate and reference have different keys: "
+            f"only in candidate {only_candidate}, only in reference {only_reference}"
+        )
+    squared_error = squared_reference = 0.0
+    max_abs_error = reference_max_abs = 0.0
+    per_tensor: dict[str, float] = {}
+    per_tensor_max_abs: dict[str, float] = {}
+    missing: list[str] = []
+    unexpected: list[str] = []
+    for name, ref in reference.items():
+        cand = candidate[name]
+        for label, value in (("candidate", cand), ("reference", ref)):
+            if value is not None and not isinstance(value, torch.Tensor):
+                raise TypeError(f"{label}[{name!r}] must be a tensor or None, got "
+                                f"{type(value).__name__}")
+        if cand is None and ref is None:
+            per_tensor[name] = per_tensor_max_abs[name] = 0.0
+            continue
+        if cand is not None and ref is not None and cand.shape != ref.shape:
+            raise ValueError(
+                f"tensor {name!r} has shape {list(cand.shape)} in candidate but "
+                f"{list(ref.shape)} in reference"
+            )
+        # A missing tensor counts as zeros, so the error still says how much of the signal is lost.
+        if cand is None:
+            missing.append(name)
+            cand = torch.zeros_like(ref)
+        if ref is None:
+            unexpected.append(name)
+            ref = torch.zeros_like(cand)
+        # float64 on the CPU: exact enough to judge float32 results, and MPS has no float64.
+        cand64 = cand.detach().to("cpu", torch.float64)
+        ref64 = ref.detach().to("cpu", torch.float64)
+        difference = cand64 - ref64
+        tensor_squared_error = float(difference.square().sum())
+        tensor_squared_reference = float(ref64.square().sum())
+        tensor_max_abs = float(difference.abs().max()) if difference.numel() else 0.0
+        per_tensor[name] = _ratio(math.sqrt(tensor_squared_error),
+                                  math.sqrt(tensor_squared_reference))
+        per_tensor_max_abs[name] = tensor_max_abs
+        squared_error += tensor_squared_error
+        squared_reference += tensor_squared_reference
+        max_abs_error = max(max_abs_error, tensor_max_abs)
+        if ref64.numel():
+            reference_max_abs = max(reference_max_abs, float(ref64.abs().max()))
+        if math.isnan(tensor_max_abs):
+            max_abs_error = math.nan
+    return Comparison(
+        max_abs_error=max_abs_error,
+        relative_error=_ratio(math.sqrt(squared_error), math.sqrt(squared_reference)),
+        per_tensor=per_tensor,
+        missing=tuple(missing),
+        unexpected=tuple(unexpected),
+        reference_max_abs=reference_max_abs,
+        per_tensor_max_abs=per_tensor_max_abs,
+    )
+
+
+def full_batch_gradients(
+    model: nn.Module,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+) -> dict[str, torch.Tensor | None]:
+    """Return grad_snapshot of loss_fn(model(x), y) (scalar) on a clone; `model` is untouched."""
+    _require_module(model)
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+    if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.dim() and y.dim():
+        if len(x) != len(y):
+            raise ValueError(f"x and y must have the same batch size, got {len(x)} and {len(y)}")
+    clone = clone_model(model)
+    loss = loss_fn(clone(x), y)
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        shape = list(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise ValueError(f"loss_fn must return a scalar tensor, got {shape}")
+    loss.backward()
+    return grad_snapshot(clone)
+
+
+def global_grad_norm(grads: Mapping[str, torch.Tensor | None]) -> float:
+    """Return the L2 norm over all non-None tensors of a {name: tensor or None} dict."""
+    if not isinstance(grads, Mapping):
+        raise TypeError(f"grads must be a dict of name -> tensor, got {type(grads).__name__}")
+    if not grads:
+        raise ValueError("grads is empty: there is no gradient to measure")
+    squared = 0.0
+    for name, grad in grads.items():
+        if grad is None:
+            continue
+        if not isinstance(grad, torch.Tensor):
+            raise TypeError(f"grads[{name!r}] must be a tensor or None, got {type(grad).__name__}")
+        squared += float(grad.detach().to("cpu", torch.float64).square().sum())
+    return math.sqrt(squared)

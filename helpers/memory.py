@@ -1,0 +1,150 @@
+"""Byte counts of parameters, gradients, optimizer state, saved activations and CUDA peaks."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from helpers.device import synchronize
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Return numel * element_size of a tensor of any shape/dtype."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"expected a tensor, got {type(t).__name__}")
+    return t.numel() * t.element_size()
+
+
+def _require_module(model) -> nn.Module:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    return model
+
+
+def parameter_bytes(model: nn.Module) -> int:
+    """Return the bytes of all parameters of `model` (shared parameters counted once)."""
+    return sum(tensor_bytes(p) for p in _require_module(model).parameters())
+
+
+def gradient_bytes(model: nn.Module) -> int:
+    """Return the bytes of all existing .grad tensors of `model` (None grads count 0)."""
+    return sum(tensor_bytes(p.grad) for p in _require_module(model).parameters()
+               if p.grad is not None)
+
+
+def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Return the bytes of every tensor in optimizer.state, step counters included.
+
+    Adam keeps `step` as a 0-d float32 tensor (4 bytes per parameter), which is counted;
+    plain Python numbers are not tensors and are not counted.
+    """
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got "
+                        f"{type(optimizer).__name__}")
+    return sum(
+        tensor_bytes(value)
+        for state in optimizer.state.values()
+        for value in state.values()
+        if isinstance(value, torch.Tensor)
+    )
+
+
+class SavedTensorMeter:
+    """Measure the unique storage bytes autograd saves for backward inside a `with` block.
+
+    Attributes `bytes` and `count` (unique storages) are live inside the block and final after.
+    Storages of `model`'s parameters are skipped: autograd saves them by reference, at no cost.
+    """
+
+    def __init__(self, model: nn.Module | None = None):
+        if model is not None:
+            _require_module(model)
+        self.model = model
+        self.bytes = 0
+        self.count = 0
+        # data_ptr -> weak references to the saved tensors that use that storage.
+        self._seen: dict[int, list[weakref.ref]] = {}
+        self._parameter_pointers: set[int] = set()
+        self._hooks = None
+
+    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        # Saving the tensor itself would make a saved output hold its own grad_fn: a reference
+        # cycle that keeps the graph alive even after gc. A detached alias shares the storage.
+        saved = tensor.detach()
+        try:
+            storage = saved.untyped_storage()
+            pointer, nbytes = storage.data_ptr(), storage.nbytes()
+        except (RuntimeError, NotImplementedError):
+            # Tensors without a plain storage (e.g. some subclasses) count by their own size.
+            pointer, nbytes = None, tensor_bytes(saved)
+        if nbytes == 0 or pointer in self._parameter_pointers:
+            return saved
+        if pointer is not None:
+            holders = self._seen.setdefault(pointer, [])
+            # An address is only a duplicate while a tensor saved on it is alive; once the graph
+            # freed it, the allocator may have reused the address for a new storage.
+            already_counted = any(holder() is not None for holder in holders)
+            holders.append(weakref.ref(saved))
+            if already_counted:
+                return saved
+        self.bytes += nbytes
+        self.count += 1
+        return saved
+
+    @staticmethod
+    def _unpack(saved: torch.Tensor) -> torch.Tensor:
+        return saved
+
+    def __enter__(self) -> SavedTensorMeter:
+        if self._hooks is not None:
+            raise RuntimeError("this SavedTensorMeter is already active; create a new one")
+        self.bytes = 0
+        self.count = 0
+        self._seen = {}
+        self._parameter_pointers = (
+            set() if self.model is None
+            else {p.untyped_storage().data_ptr() for p in self.model.parameters()}
+        )
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._hooks.__exit__(*exc_info)
+        self._hooks = None
+        self._seen = {}
+
+    def __repr__(self) -> str:
+        return f"SavedTensorMeter(bytes={self.bytes}, count={self.count})"
+
+
+def cuda_peak_bytes(fn: Callable[[], object], device: torch.device | str) -> int | None:
+    """Run fn(); on CUDA return peak bytes allocated while it ran (live tensors too), else None."""
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable taking no arguments, got {type(fn).__name__}")
+    device = torch.device(device)
+    if device.type != "cuda":
+        fn()
+        return None
+    synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    fn()
+    synchronize(device)
+    return torch.cuda.max_memory_allocated(device)
+
+
+def format_bytes(n: int | float) -> str:
+    """Format a byte count with binary units: '512 B', '1.50 KiB', '9.00 MiB', '2.00 GiB'."""
+    if isinstance(n, bool) or not isinstance(n, (int, float)):
+        raise TypeError(f"expected a number of bytes, got {type(n).__name__}")
+    sign, size = ("-" if n < 0 else ""), abs(n)
+    if size < 1024:
+        return f"{sign}{size:.0f} B"
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024:
+            return f"{sign}{size:.2f} {unit}"
+    return f"{sign}{size / 1024:.2f} TiB"

@@ -1,0 +1,130 @@
+"""The matplotlib figures the lessons share; each draws on `ax` (or a new one) and returns it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+# Values at or below this are drawn at it on log axes, where zero has no place.
+LOG_FLOOR = 1e-12
+
+
+def _axes(ax):
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots()
+    return ax
+
+
+def _require_non_empty_mapping(value, name: str) -> None:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a dict, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} is empty: there is nothing to plot")
+
+
+def plot_curves(curves: Mapping[str, Sequence[float]], *, xlabel: str, ylabel: str,
+                title: str = "", ax=None, logy: bool = False,
+                styles: Mapping[str, dict] | None = None):
+    """Draw one line per label from {label: y values (x = 0, 1, ...)}; returns the Axes."""
+    _require_non_empty_mapping(curves, "curves")
+    styles = styles or {}
+    unknown = sorted(set(styles) - set(curves))
+    if unknown:
+        raise ValueError(f"styles name curves that do not exist: {unknown}")
+    ax = _axes(ax)
+    for label, values in curves.items():
+        values = [float(v) for v in values]
+        if not values:
+            raise ValueError(f"curve {label!r} has no values")
+        ax.plot(range(len(values)), values, label=label, **styles.get(label, {}))
+    if logy:
+        ax.set_yscale("log")
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.legend()
+    return ax
+
+
+def plot_bars(values: Mapping[str, float], *, ylabel: str, title: str = "", ax=None,
+              logy: bool = False, annotate: bool = True):
+    """Draw one bar per {label: value}, each labelled with its value; returns the Axes."""
+    _require_non_empty_mapping(values, "values")
+    ax = _axes(ax)
+    heights = [float(v) for v in values.values()]
+    bars = ax.bar(list(values), heights)
+    if annotate:
+        ax.bar_label(bars, labels=[f"{h:.3g}" for h in heights])
+    if logy:
+        ax.set_yscale("log")
+    ax.set(ylabel=ylabel, title=title)
+    return ax
+
+
+def plot_stacked_memory(bars: Mapping[str, Mapping[str, float]], *, ylabel: str = "MiB",
+                        title: str = "", ax=None):
+    """Draw one stacked bar per key from {bar: {component: amount}}; returns the Axes."""
+    _require_non_empty_mapping(bars, "bars")
+    components: list[str] = []
+    for bar_name, parts in bars.items():
+        if not isinstance(parts, Mapping):
+            raise TypeError(f"bars[{bar_name!r}] must be a dict of component -> amount")
+        components += [c for c in parts if c not in components]
+    ax = _axes(ax)
+    bottoms = [0.0] * len(bars)
+    for component in components:
+        heights = [float(parts.get(component, 0.0)) for parts in bars.values()]
+        if any(h < 0 for h in heights):
+            raise ValueError(f"component {component!r} has a negative amount")
+        ax.bar(list(bars), heights, bottom=bottoms, label=component)
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    ax.set(ylabel=ylabel, title=title)
+    ax.legend()
+    return ax
+
+
+def plot_error_per_tensor(errors: Mapping[str, Mapping[str, float]], *, title: str = "", ax=None):
+    """Draw grouped bars on a log axis from {method: {tensor name: error}}; returns the Axes."""
+    _require_non_empty_mapping(errors, "errors")
+    names: list[str] = []
+    for method, per_tensor in errors.items():
+        if not isinstance(per_tensor, Mapping):
+            raise TypeError(f"errors[{method!r}] must be a dict of tensor name -> error")
+        names += [n for n in per_tensor if n not in names]
+    ax = _axes(ax)
+    width = 0.8 / len(errors)
+    for offset, (method, per_tensor) in enumerate(errors.items()):
+        heights = [max(float(per_tensor.get(n, 0.0)), LOG_FLOOR) for n in names]
+        positions = [i + (offset - (len(errors) - 1) / 2) * width for i in range(len(names))]
+        ax.bar(positions, heights, width=width, label=method)
+    ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
+    ax.set_yscale("log")
+    ax.set(ylabel="error", title=title)
+    ax.legend()
+    return ax
+
+
+def plot_timeline(segments: Sequence[tuple[str, float, float]], *, title: str = "", ax=None):
+    """Draw horizontal bars from [(label, start_s, duration_s)], one row per label; returns Axes."""
+    if isinstance(segments, (str, Mapping)) or not isinstance(segments, Sequence):
+        raise TypeError("segments must be a list of (label, start_s, duration_s) tuples")
+    if not segments:
+        raise ValueError("segments is empty: there is nothing to plot")
+    rows: dict[str, int] = {}
+    for segment in segments:
+        if len(segment) != 3:
+            raise ValueError(f"each segment must be (label, start_s, duration_s), got {segment!r}")
+        label, start, duration = segment
+        if not (math.isfinite(start) and math.isfinite(duration)) or duration < 0:
+            raise ValueError(f"segment {label!r} needs a finite start and duration >= 0")
+        rows.setdefault(label, len(rows))
+    ax = _axes(ax)
+    colours = [f"C{i % 10}" for i in range(len(rows))]
+    for label, start, duration in segments:
+        ax.barh(rows[label], duration, left=start, color=colours[rows[label]])
+    ax.set_yticks(range(len(rows)), list(rows))
+    # The first label on top, as in a profiler trace.
+    ax.invert_yaxis()
+    ax.set(xlabel="time (s)", title=title)
+    return ax
