@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 from nbgrader.apps import NbGraderAPI
@@ -24,8 +26,17 @@ def load_config(root: Path = REPO_ROOT) -> Config:
     return config
 
 
+def _put_environment_on_path() -> None:
+    # nbgrader runs the `alembic` command to check the gradebook's schema; when this Python runs
+    # from a virtual environment that was not activated, its bin/ is not on PATH.
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+
 def open_course(root: Path = REPO_ROOT) -> NbGraderAPI:
     """An NbGraderAPI on the course at `root` (its gradebook is root/gradebook.db)."""
+    _put_environment_on_path()
     config = load_config(root)
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 

@@ -273,8 +273,10 @@ def check_amp_calls(log, num_micro_batches: int, num_updates: int) -> None:
     if clips == num_micro_batches and num_micro_batches != num_updates:
         raise AssertionError(f"clip_grad_norm_ ran after every micro-batch ({clips} times): clip once per "
                              "cycle, after the last backward, so it sees the complete gradient")
-    for name, meaning in (("unscale_", "scaler.unscale_(optimizer)"), ("scaler_step", "scaler.step(optimizer)"),
-                          ("update", "scaler.update()")):
+    once_per_cycle = (("unscale_", "scaler.unscale_(optimizer)"),
+                      ("scaler_step", "scaler.step(optimizer)"),
+                      ("update", "scaler.update()"))
+    for name, meaning in once_per_cycle:
         count = log.count(name)
         if count != num_updates:
             raise AssertionError(f"{meaning} ran {count} times for {num_updates} cycles: "

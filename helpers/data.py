@@ -122,7 +122,8 @@ def make_token_sequences(
     starts = torch.randint(0, num_real_tokens, (num_sequences,), generator=generator)
     strides = torch.randint(1, 4, (num_sequences,), generator=generator)
     sequences = []
-    for length, start, stride in zip(lengths.tolist(), starts.tolist(), strides.tolist()):
+    columns = (lengths.tolist(), starts.tolist(), strides.tolist())
+    for length, start, stride in zip(*columns, strict=True):
         tokens = 1 + (start + stride * torch.arange(length)) % num_real_tokens
         replaced = torch.rand(length, generator=generator) < noise
         random_tokens = torch.randint(1, vocab_size, (length,), generator=generator)
@@ -194,7 +195,7 @@ def split_micro_batches(x: torch.Tensor, y: torch.Tensor, micro_batch_size: int)
     """Slice (x [N, ...], y [N, ...]) along dim 0 into micro-batches; the last may be smaller."""
     _check_pair(x, y)
     _require_positive_int(micro_batch_size, "micro_batch_size")
-    return list(zip(x.split(micro_batch_size), y.split(micro_batch_size)))
+    return list(zip(x.split(micro_batch_size), y.split(micro_batch_size), strict=True))
 
 
 def split_by_sizes(x: torch.Tensor, y: torch.Tensor, sizes: Sequence[int]):
@@ -206,7 +207,7 @@ def split_by_sizes(x: torch.Tensor, y: torch.Tensor, sizes: Sequence[int]):
         _require_positive_int(size, "every size")
     if sum(sizes) != len(x):
         raise ValueError(f"sizes add up to {sum(sizes)} but x has {len(x)} samples")
-    return list(zip(x.split(list(sizes)), y.split(list(sizes))))
+    return list(zip(x.split(list(sizes)), y.split(list(sizes)), strict=True))
 
 
 class SlowDataset(Dataset):

@@ -57,6 +57,8 @@ class SavedTensorMeter:
 
     Attributes `bytes` and `count` (unique storages) are live inside the block and final after.
     Storages of `model`'s parameters are skipped: autograd saves them by reference, at no cost.
+    Under autocast the low-precision copies of weights that autograd saves are not parameters
+    and are counted: the graph really holds them.
     """
 
     def __init__(self, model: nn.Module | None = None):

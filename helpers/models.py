@@ -72,7 +72,7 @@ class SmallCNN(nn.Module):
         use_bias = norm == "none"
         channels = [in_channels, width, 2 * width, 2 * width]
         blocks: list[nn.Module] = []
-        for index, (c_in, c_out) in enumerate(zip(channels[:-1], channels[1:])):
+        for index, (c_in, c_out) in enumerate(zip(channels[:-1], channels[1:], strict=True)):
             stride = 1 if index == 0 else 2
             blocks += [
                 nn.Conv2d(c_in, c_out, kernel_size=3, stride=stride, padding=1, bias=use_bias),

@@ -78,7 +78,7 @@ def plot_stacked_memory(bars: Mapping[str, Mapping[str, float]], *, ylabel: str 
         if any(h < 0 for h in heights):
             raise ValueError(f"component {component!r} has a negative amount")
         ax.bar(list(bars), heights, bottom=bottoms, label=component)
-        bottoms = [b + h for b, h in zip(bottoms, heights)]
+        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
     ax.set(ylabel=ylabel, title=title)
     ax.legend()
     return ax

@@ -13,9 +13,10 @@ from helpers.device import synchronize
 
 
 def _format_seconds(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            break
+    unit, scale = next(
+        ((unit, scale) for unit, scale in (("s", 1.0), ("ms", 1e-3)) if seconds >= scale),
+        ("µs", 1e-6),
+    )
     value = seconds / scale
     digits = 0 if value >= 100 else 1 if value >= 10 else 2
     return f"{value:.{digits}f} {unit}"

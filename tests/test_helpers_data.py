@@ -91,7 +91,7 @@ def test_make_token_sequences():
         assert s.dim() == 1 and s.dtype == torch.int64
         assert s.min() >= 1 and s.max() < 20
     again = data.make_token_sequences(50, vocab_size=20, min_length=3, max_length=9, seed=5)
-    assert all(torch.equal(a, b) for a, b in zip(sequences, again))
+    assert all(torch.equal(a, b) for a, b in zip(sequences, again, strict=True))
 
 
 def test_make_token_sequences_follow_a_pattern():

@@ -19,7 +19,8 @@ def test_mlp_shapes_and_depth():
 
 
 def test_mlp_rejects_wrong_features():
-    with pytest.raises(ValueError, match=r"MLP expected inputs of shape \[batch, 20\], got \[8, 3\]"):
+    expected = r"MLP expected inputs of shape \[batch, 20\], got \[8, 3\]"
+    with pytest.raises(ValueError, match=expected):
         MLP(20, 16, 3)(torch.randn(8, 3))
     with pytest.raises(ValueError, match="depth must be positive"):
         MLP(2, 4, 1, depth=0)

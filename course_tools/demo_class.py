@@ -1,0 +1,121 @@
+"""The demo class: realistic submissions, each built from the release notebook plus a student's cells.
+
+A submission is described by tests/demo_class/<assignment>/<student>.py:
+
+    # about: what the student did
+    # base: solution | release
+    # loses: ex1_1_test [more grade ids of test cells that must fail]
+    # %% ex1_1_solution
+    <the student's code for that solution cell>
+
+With base "solution" every solution cell holds the worked answer from source/ (as a student
+would type it, without the solution markers) unless the file gives its own code for that cell.
+With base "release" the notebook is handed in exactly as it was released.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from course_tools.course import REPO_ROOT
+
+DEMO_ROOT = REPO_ROOT / "tests" / "demo_class"
+_HEADER = re.compile(r"^# (about|base|loses):(.*)$")
+_CELL = re.compile(r"^# %% (\S+)\s*$")
+_MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
+
+
+@dataclass(frozen=True)
+class DemoSubmission:
+    """One demo student: what they did, and which test cells it must fail."""
+
+    student: str
+    about: str
+    base: str
+    loses: tuple[str, ...]
+    cells: dict[str, str] = field(default_factory=dict)
+
+
+def parse_submission(path: Path) -> DemoSubmission:
+    """Read one tests/demo_class/<assignment>/<student>.py file."""
+    header: dict[str, str] = {}
+    cells: dict[str, list[str]] = {}
+    current = None
+    for line in Path(path).read_text().splitlines():
+        cell = _CELL.match(line)
+        if cell:
+            current = cell.group(1)
+            if current in cells:
+                raise ValueError(f"{path}: cell {current} is given twice")
+            cells[current] = []
+        elif current is not None:
+            cells[current].append(line)
+        elif match := _HEADER.match(line):
+            header[match.group(1)] = match.group(2).strip()
+    base = header.get("base", "")
+    if base not in ("solution", "release"):
+        raise ValueError(f"{path}: '# base:' must be 'solution' or 'release', got {base!r}")
+    if "about" not in header:
+        raise ValueError(f"{path}: add an '# about:' line saying what this student did")
+    return DemoSubmission(
+        student=path.stem,
+        about=header["about"],
+        base=base,
+        loses=tuple(header.get("loses", "").split()),
+        cells={name: "\n".join(lines).strip("\n") for name, lines in cells.items()},
+    )
+
+
+def load_demo_class(assignment: str, demo_root: Path = DEMO_ROOT) -> list[DemoSubmission]:
+    """Every demo submission of `assignment`, sorted by student id."""
+    folder = Path(demo_root) / assignment
+    submissions = [parse_submission(path) for path in sorted(folder.glob("*.py"))]
+    if not submissions:
+        raise ValueError(f"no demo submissions in {folder}")
+    return submissions
+
+
+def _grade_id(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def student_code(source_cell_text: str) -> str:
+    """A solution cell's text as a student would hand it in: the solution markers removed."""
+    return "\n".join(line for line in source_cell_text.splitlines() if not _MARKERS.match(line))
+
+
+def build_notebook(submission: DemoSubmission, source_nb, release_nb):
+    """The notebook this student hands in: the release notebook with their cells filled in."""
+    notebook = nbformat.from_dict(release_nb)
+    answers = {_grade_id(c): student_code(c.source) for c in source_nb.cells
+               if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+    solution_ids = {_grade_id(c) for c in notebook.cells if _grade_id(c) in answers}
+    unknown = set(submission.cells) - solution_ids
+    if unknown:
+        raise ValueError(f"demo student {submission.student} fills unknown solution cells {sorted(unknown)}; "
+                         f"the notebook has {sorted(solution_ids)}")
+    for cell in notebook.cells:
+        grade_id = _grade_id(cell)
+        if grade_id in submission.cells:
+            cell.source = submission.cells[grade_id]
+        elif submission.base == "solution" and grade_id in answers:
+            cell.source = answers[grade_id]
+    return notebook
+
+
+def write_submissions(root: Path, assignment: str, demo_root: Path = DEMO_ROOT) -> list[DemoSubmission]:
+    """Write root/submitted/<student>/<assignment>/*.ipynb for the whole demo class."""
+    root = Path(root)
+    submissions = load_demo_class(assignment, demo_root)
+    for notebook_path in sorted((root / "release" / assignment).glob("*.ipynb")):
+        release_nb = nbformat.read(notebook_path, as_version=4)
+        source_nb = nbformat.read(root / "source" / assignment / notebook_path.name, as_version=4)
+        for submission in submissions:
+            target = root / "submitted" / submission.student / assignment
+            target.mkdir(parents=True, exist_ok=True)
+            nbformat.write(build_notebook(submission, source_nb, release_nb), target / notebook_path.name)
+    return submissions

@@ -1,0 +1,5 @@
+# about: Everything right except the quick check: steps after every mini-batch.
+# base: solution
+# loses: ex5_1_test
+# %% ex5_1_solution
+QUICK_CHECK = "a"

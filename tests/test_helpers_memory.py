@@ -1,0 +1,139 @@
+"""Unit tests of helpers.memory."""
+
+import gc
+import weakref
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from helpers.memory import (
+    SavedTensorMeter,
+    cuda_peak_bytes,
+    format_bytes,
+    gradient_bytes,
+    optimizer_state_bytes,
+    parameter_bytes,
+    tensor_bytes,
+)
+from helpers.models import MLP
+
+DIM, BATCH, BLOCKS = 64, 16, 8
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.fc2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h + self.fc2(nn.functional.gelu(self.fc1(h)))
+
+
+@pytest.fixture
+def blocks():
+    torch.manual_seed(0)
+    return nn.Sequential(*[ResidualBlock(DIM) for _ in range(BLOCKS)])
+
+
+def test_tensor_parameter_and_gradient_bytes():
+    assert tensor_bytes(torch.zeros(3, 4)) == 48
+    assert tensor_bytes(torch.zeros(10, dtype=torch.bfloat16)) == 20
+    model = MLP(4, 8, 2, depth=1)
+    expected = ((4 * 8 + 8) + (8 * 2 + 2)) * 4
+    assert parameter_bytes(model) == expected
+    assert gradient_bytes(model) == 0
+    model(torch.randn(3, 4)).sum().backward()
+    assert gradient_bytes(model) == expected
+    with pytest.raises(TypeError, match="expected a tensor"):
+        tensor_bytes([1, 2])
+
+
+def test_optimizer_state_bytes():
+    model = MLP(4, 8, 2, depth=1)
+    params = parameter_bytes(model)
+    adam = torch.optim.Adam(model.parameters())
+    assert optimizer_state_bytes(adam) == 0
+    model(torch.randn(3, 4)).sum().backward()
+    adam.step()
+    # exp_avg and exp_avg_sq per parameter, plus a 4-byte step tensor for each of 4 tensors.
+    assert optimizer_state_bytes(adam) == 2 * params + 4 * 4
+    with pytest.raises(TypeError, match="torch.optim.Optimizer"):
+        optimizer_state_bytes(model)
+
+
+def test_meter_counts_saved_activations_exactly(blocks):
+    x = torch.randn(BATCH, DIM)
+    with SavedTensorMeter(blocks) as meter:
+        out = blocks(x)
+    # Per block: fc1 saves its input (D), GELU its input (4D), fc2 its input (4D); weights free.
+    assert meter.bytes == BLOCKS * BATCH * (DIM + 4 * DIM + 4 * DIM) * 4
+    assert meter.count == 3 * BLOCKS
+    out.sum().backward()
+
+
+def test_meter_with_checkpointing_keeps_block_inputs_only(blocks):
+    x = torch.randn(BATCH, DIM)
+    with SavedTensorMeter(blocks) as meter:
+        h = x
+        for block in blocks:
+            h = checkpoint(block, h, use_reentrant=False)
+    assert meter.bytes == BLOCKS * BATCH * DIM * 4
+    h.sum().backward()
+    assert all(p.grad is not None for p in blocks.parameters())
+
+
+def test_meter_without_model_counts_weights():
+    layer = nn.Linear(8, 8, bias=False)
+    x = torch.randn(2, 8, requires_grad=True)
+    with SavedTensorMeter(layer) as with_model:
+        layer(x)
+    with SavedTensorMeter() as without_model:
+        layer(x)
+    assert without_model.bytes == with_model.bytes + 8 * 8 * 4
+
+
+def test_meter_does_not_keep_graph_alive(blocks):
+    with SavedTensorMeter(blocks):
+        out = torch.exp(blocks(torch.randn(BATCH, DIM)))
+    alive = weakref.ref(out)
+    del out
+    gc.collect()
+    assert alive() is None
+
+
+def test_meter_results_match_backward():
+    layer = nn.Linear(4, 4)
+    x = torch.randn(3, 4, requires_grad=True)
+    with SavedTensorMeter(layer):
+        y = torch.tanh(layer(x)).sum()
+    y.backward()
+    reference = x.detach().clone().requires_grad_()
+    torch.tanh(layer(reference)).sum().backward()
+    torch.testing.assert_close(x.grad, reference.grad)
+
+
+def test_meter_rejects_wrong_model():
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        SavedTensorMeter("model")
+
+
+def test_cuda_peak_bytes_off_cuda_runs_fn():
+    calls = []
+    assert cuda_peak_bytes(lambda: calls.append(1), "cpu") is None
+    assert calls == [1]
+
+
+@pytest.mark.parametrize(("n", "text"), [
+    (0, "0 B"), (512, "512 B"), (1536, "1.50 KiB"), (9 * 2**20, "9.00 MiB"),
+    (2 * 2**30, "2.00 GiB"), (-1536, "-1.50 KiB"),
+])
+def test_format_bytes(n, text):
+    assert format_bytes(n) == text
+
+
+def test_format_bytes_rejects_non_numbers():
+    with pytest.raises(TypeError, match="number of bytes"):
+        format_bytes("12")

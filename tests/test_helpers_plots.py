@@ -1,0 +1,73 @@
+"""Unit tests of helpers.plots (Agg backend, no window)."""
+
+import matplotlib
+import matplotlib.pyplot as plt
+import pytest
+
+from helpers import plots
+
+# Switching is allowed while no figure is open; Agg never opens a window.
+matplotlib.use("Agg")
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_plot_curves():
+    ax = plots.plot_curves({"fp32": [3, 2, 1], "bf16": [3, 2.1, 1.2]}, xlabel="step",
+                           ylabel="loss", title="t", logy=True, styles={"bf16": {"ls": "--"}})
+    assert len(ax.lines) == 2 and ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["fp32", "bf16"]
+    assert ax.lines[1].get_linestyle() == "--" and ax.get_title() == "t"
+
+
+def test_plot_curves_draws_on_given_axes():
+    _, ax = plt.subplots()
+    assert plots.plot_curves({"a": [1]}, xlabel="x", ylabel="y", ax=ax) is ax
+
+
+def test_plot_curves_rejects_bad_input():
+    with pytest.raises(ValueError, match="curves is empty"):
+        plots.plot_curves({}, xlabel="x", ylabel="y")
+    with pytest.raises(ValueError, match="styles name curves that do not exist"):
+        plots.plot_curves({"a": [1]}, xlabel="x", ylabel="y", styles={"b": {}})
+
+
+def test_plot_bars():
+    ax = plots.plot_bars({"fp32": 10.0, "bf16": 4.5, "fp16": 4.4}, ylabel="ms")
+    assert len(ax.patches) == 3 and len(ax.texts) == 3
+    ax = plots.plot_bars({"a": 1.0}, ylabel="ms", annotate=False, logy=True)
+    assert len(ax.texts) == 0 and ax.get_yscale() == "log"
+
+
+def test_plot_stacked_memory():
+    bars = {"fp32": {"params": 4, "grads": 4, "adam": 8}, "bf16": {"params": 2, "grads": 2}}
+    ax = plots.plot_stacked_memory(bars, title="memory")
+    assert len(ax.patches) == 2 * 3
+    assert ax.get_ylabel() == "MiB"
+    tops = sorted(p.get_y() + p.get_height() for p in ax.patches)
+    assert tops[-1] == 16
+    with pytest.raises(ValueError, match="negative amount"):
+        plots.plot_stacked_memory({"a": {"x": -1}})
+
+
+def test_plot_error_per_tensor_floors_zeros():
+    errors = {"sum": {"w": 0.0, "b": 1e-3}, "mean": {"w": 1e-7, "b": 2e-7}}
+    ax = plots.plot_error_per_tensor(errors)
+    assert len(ax.patches) == 4 and ax.get_yscale() == "log"
+    assert min(p.get_height() for p in ax.patches) == plots.LOG_FLOOR
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["w", "b"]
+
+
+def test_plot_timeline():
+    segments = [("data", 0.0, 0.5), ("compute", 0.5, 0.2), ("data", 0.7, 0.5)]
+    ax = plots.plot_timeline(segments, title="profile")
+    assert len(ax.patches) == 3
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["data", "compute"]
+    with pytest.raises(ValueError, match="duration >= 0"):
+        plots.plot_timeline([("data", 0.0, -1.0)])
+    with pytest.raises(ValueError, match="segments is empty"):
+        plots.plot_timeline([])

@@ -1,0 +1,199 @@
+"""Unit tests of helpers.spies."""
+
+import copy
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from helpers.data import make_blobs, split_micro_batches
+from helpers.grads import grad_snapshot
+from helpers.models import MLP
+from helpers.spies import Call, CallLog, record
+
+
+@pytest.fixture
+def setup():
+    x, y = make_blobs(8, 4, 3)
+    model = MLP(4, 8, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    return model, optimizer, x, y
+
+
+def _loss(model, x, y):
+    return nn.functional.cross_entropy(model(x), y)
+
+
+def test_call_log_summary_and_queries():
+    log = CallLog()
+    assert log.summary() == "(no calls)" and len(log) == 0
+    for name in ["zero_grad", "backward", "backward", "step", "zero_grad", "backward"]:
+        log._add(name)
+    assert log.summary() == "zero_grad, backward x2, step, zero_grad, backward"
+    assert log.count("backward") == 3 and len(log) == 6
+    assert [call.index for call in log.of("zero_grad")] == [0, 4]
+    assert log.names()[3] == "step" and isinstance(log.calls[0], Call)
+    with pytest.raises(ValueError, match="unknown call name 'stpe'"):
+        log.count("stpe")
+
+
+def test_records_accumulation_loop(setup):
+    model, optimizer, x, y = setup
+    micro_batches = split_micro_batches(x, y, 2)
+    with record(model=model, optimizer=optimizer) as log:
+        for cycle in (micro_batches[:2], micro_batches[2:]):
+            optimizer.zero_grad(set_to_none=True)
+            for mx, my in cycle:
+                _loss(model, mx, my).backward()
+            expected_grads = grad_snapshot(model)
+            optimizer.step()
+    assert log.summary() == "zero_grad, backward x2, step, zero_grad, backward x2, step"
+    assert log.of("zero_grad")[0].info["set_to_none"] is True
+    last_step = log.of("step")[-1]
+    assert list(last_step.info["grads"]) == [name for name, _ in model.named_parameters()]
+    assert all(torch.equal(last_step.info["grads"][k], v) for k, v in expected_grads.items())
+
+
+def test_without_model_grads_are_keyed_by_position(setup):
+    model, optimizer, x, y = setup
+    with record(optimizer=optimizer, patch_clip=False) as log:
+        optimizer.zero_grad(set_to_none=False)
+        _loss(model, x, y).backward()
+        optimizer.step()
+    assert log.summary() == "zero_grad, step"
+    assert log.of("zero_grad")[0].info["set_to_none"] is False
+    assert list(log.of("step")[0].info["grads"]) == ["p0", "p1", "p2", "p3", "p4", "p5"]
+
+
+def test_one_backward_per_pass_with_reused_parameters():
+    layer = nn.Linear(3, 3)
+    with record(model=layer) as log:
+        layer(layer(layer(torch.randn(2, 3)))).sum().backward()
+        layer(torch.randn(2, 3)).sum().backward()
+    assert log.summary() == "backward x2"
+
+
+def test_model_zero_grad_is_recorded(setup):
+    model, _, x, y = setup
+    with record(model=model) as log:
+        model.zero_grad()
+    assert log.of("zero_grad")[0].info == {"set_to_none": True, "source": "model"}
+
+
+def test_deep_copy_inside_context_is_not_spied(setup):
+    model, optimizer, x, y = setup
+    _loss(model, x, y).backward()
+    with record(model=model, optimizer=optimizer) as log:
+        twin = copy.deepcopy(model)
+        twin.zero_grad()
+        _loss(twin, x, y).backward()
+    assert len(log) == 0
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_grad_scaler_skips_step_on_inf(setup):
+    model, optimizer, x, y = setup
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    with record(model=model, optimizer=optimizer, scaler=scaler) as log:
+        for inject_inf in (False, True):
+            optimizer.zero_grad()
+            scaler.scale(_loss(model, x, y)).backward()
+            if inject_inf:
+                next(model.parameters()).grad[0, 0] = float("inf")
+            scaler.step(optimizer)
+            scaler.update()
+    assert log.summary() == (
+        "zero_grad, scale, backward, scaler_step, step, update, "
+        "zero_grad, scale, backward, scaler_step, update"
+    )
+    assert [c.info["scale"] for c in log.of("scale")] == [1024.0, 1024.0]
+    assert [c.info["optimizer_stepped"] for c in log.of("scaler_step")] == [True, False]
+    skipped_update = log.of("update")[1].info
+    assert skipped_update["scale_after"] == skipped_update["scale_before"] / 2 == 512.0
+
+
+def test_clip_records_norm_before_clipping(setup):
+    model, optimizer, x, y = setup
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    with record(model=model, optimizer=optimizer, scaler=scaler) as log:
+        scaler.scale(_loss(model, x, y)).backward()
+        scaled_norm = torch.linalg.vector_norm(
+            torch.stack([p.grad.norm() for p in model.parameters()])
+        ).item()
+        torch.nn.utils.clip_grad.clip_grad_norm_(model.parameters(), max_norm=1e9)
+        scaler.unscale_(optimizer)
+        total = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)
+        scaler.step(optimizer)
+        scaler.update()
+    assert log.summary() == "scale, backward, clip, unscale_, clip, scaler_step, step, update"
+    first, second = log.of("clip")
+    assert first.info["norm_seen"] == pytest.approx(scaled_norm, rel=1e-5)
+    assert second.info == {"norm_seen": pytest.approx(total.item()), "max_norm": 0.01,
+                           "norm_type": 2.0}
+    assert second.info["norm_seen"] == pytest.approx(scaled_norm / 1024, rel=1e-5)
+
+
+def test_scheduler_step_is_recorded_without_warnings(setup):
+    model, optimizer, x, y = setup
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with record(optimizer=optimizer, scheduler=scheduler) as log:
+            _loss(model, x, y).backward()
+            optimizer.step()
+            scheduler.step()
+            late_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 1.0)
+            optimizer.step()
+            late_scheduler.step()
+    assert log.summary() == "step, scheduler_step, step"
+    assert log.of("scheduler_step")[0].info["last_lr"] == [pytest.approx(0.05)]
+
+
+def test_everything_is_restored_even_after_an_error(setup):
+    model, optimizer, x, y = setup
+    scaler = torch.amp.GradScaler("cpu")
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)
+    scheduler_step = vars(optimizer)["step"]
+    clip_functions = (torch.nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad.clip_grad_norm_)
+    with pytest.raises(RuntimeError, match="boom"):
+        with record(model=model, optimizer=optimizer, scaler=scaler, scheduler=scheduler) as log:
+            raise RuntimeError("boom")
+    assert vars(optimizer)["step"] is scheduler_step
+    assert "zero_grad" not in vars(optimizer) and "zero_grad" not in vars(model)
+    for name in ("scale", "unscale_", "step", "update"):
+        assert name not in vars(scaler)
+    assert "step" not in vars(scheduler)
+    assert (torch.nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad.clip_grad_norm_) == (
+        clip_functions
+    )
+    _loss(model, x, y).backward()
+    optimizer.step()
+    assert len(log) == 0
+
+
+def test_plain_optimizer_step_is_the_original_again(setup):
+    model, optimizer, x, y = setup
+    with record(optimizer=optimizer):
+        assert "step" in vars(optimizer)
+    assert "step" not in vars(optimizer)
+    assert optimizer.step.__func__ is type(optimizer).step
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    (dict(model="model"), "model must be a torch.nn.Module"),
+    (dict(optimizer=object()), "optimizer must be a torch.optim.Optimizer"),
+    (dict(scaler=1.0), "scaler must be a torch.amp.GradScaler"),
+    (dict(scheduler=[]), "scheduler must be a torch.optim.lr_scheduler.LRScheduler"),
+])
+def test_record_rejects_wrong_types(kwargs, match):
+    with pytest.raises(TypeError, match=match):
+        with record(**kwargs):
+            pass
+
+
+def test_record_rejects_frozen_model():
+    frozen = nn.Linear(2, 2).requires_grad_(False)
+    with pytest.raises(ValueError, match="no parameter that requires grad"):
+        with record(model=frozen):
+            pass
