@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-regenerate", action="store_true",
                         help="grade against the committed release/ instead of regenerating both views")
     args = parser.parse_args(argv)
+    # nbgrader 0.9.6 with SQLAlchemy 2.1 warns about its own session handling; harmless noise.
+    warnings.filterwarnings("ignore", message=".*not in session.*")
     root = REPO_ROOT
     if not args.skip_regenerate:
         regenerate(root)

@@ -1,0 +1,46 @@
+# The course in five targets. `make course` is the main job, `make test` runs every test; both set
+# up the virtual environment first when requirements.txt or pyproject.toml changed.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+JOBS ?= 2
+# nbgrader calls the `alembic` command of its own environment.
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: setup course views test lint lab benchmark clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
+	touch $@
+
+# Regenerate release/ and notebooks/, grade the demo class, write feedback/ and grades.csv.
+course: setup
+	$(BIN)/python -m course_tools.grade
+
+# Regenerate release/ (student versions) and notebooks/ (executed solutions) from source/.
+views: setup
+	$(BIN)/python -m course_tools.course
+
+# Lint, unit tests, pipeline, grading of the demo class and nbval over notebooks/, on $(JOBS) cores.
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadscope
+
+lint: setup
+	$(BIN)/ruff check .
+
+lab: setup
+	$(BIN)/jupyter lab --notebook-dir=.
+
+# Measure each notebook's run time on this machine (the README's table).
+benchmark: setup
+	$(BIN)/python -m course_tools.benchmark
+
+clean:
+	rm -rf submitted feedback gradebook.db grades.csv
+	find autograded -mindepth 1 -not -name README.md -exec rm -rf {} +

@@ -1,0 +1,29 @@
+"""Fixtures shared by the pipeline and grading tests: throw-away copies of the course."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def copy_course(destination: Path) -> Path:
+    """A course folder holding only what a teacher authors: source/ and nbgrader_config.py."""
+    destination.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(REPO_ROOT / "source", destination / "source",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    shutil.copy(REPO_ROOT / "nbgrader_config.py", destination / "nbgrader_config.py")
+    return destination
+
+
+@pytest.fixture(scope="session")
+def released_course(tmp_path_factory):
+    """A fresh course copy with release/ generated (and the assignments in its gradebook)."""
+    from course_tools.course import assignment_ids, generate_release, open_course
+
+    root = copy_course(tmp_path_factory.mktemp("course"))
+    api = open_course(root)
+    for assignment in assignment_ids(root):
+        generate_release(api, assignment)
+    return root

@@ -1,0 +1,75 @@
+"""nbgrader_config.py: every option is spelt right and really takes effect."""
+
+import nbformat
+from nbgrader.apps.nbgraderapp import NbGraderApp
+from nbgrader.converters import GenerateFeedback
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions, Execute, IgnorePattern, OverwriteCells
+
+from course_tools.course import REPO_ROOT, load_config
+from course_tools.feedback import ConciseErrors
+
+
+def configurable_classes():
+    return {cls.__name__: cls for cls in NbGraderApp().all_configurable_classes()}
+
+
+def test_every_section_and_option_exists():
+    """traitlets silently ignores a misspelt class or option name; nbgrader would run without it."""
+    config = load_config()
+    classes = configurable_classes()
+    for section, options in config.items():
+        assert section in classes, f"nbgrader_config.py configures {section}, which nbgrader does not have"
+        traits = classes[section].class_traits(config=True)
+        for option in options:
+            assert option in traits, f"{section}.{option} is not a configurable option of {section}"
+
+
+def test_course_directory():
+    coursedir = CourseDirectory(config=load_config())
+    assert coursedir.course_id == "efficient-pytorch"
+    assert coursedir.root == str(REPO_ROOT)
+    assert coursedir.solution_directory == "notebooks"
+    for pattern in (".ipynb_checkpoints", "__pycache__", "*.pt", "*.ckpt", "*.pt.trace.json", "profiles"):
+        assert pattern in coursedir.ignore, f"{pattern} should be kept out of release/ and submissions"
+
+
+def test_execution_timeout_and_kernel():
+    execute = Execute(config=load_config())
+    assert execute.timeout >= 120, "training cells need more than nbgrader's default of 30 s"
+    assert execute.kernel_name == "python3"
+
+
+def test_deleted_test_cells_come_back():
+    assert OverwriteCells(config=load_config()).add_missing_cells is True
+
+
+def test_stderr_never_costs_points():
+    ignore = IgnorePattern(config=load_config())
+    assert ignore.enabled
+    cell = nbformat.v4.new_code_cell("import warnings; warnings.warn('harmless')")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text="UserWarning: harmless\n"),
+                    nbformat.v4.new_output("stream", name="stdout", text="checks passed\n")]
+    cleaned, _ = ignore.preprocess_cell(cell, {}, 0)
+    assert [o.name for o in cleaned.outputs] == ["stdout"]
+
+
+def test_stub_tells_the_student_what_to_do():
+    stub = ClearSolutions(config=load_config()).code_stub["python"]
+    assert "raise NotImplementedError(" in stub and "write your solution" in stub
+
+
+def test_feedback_hides_hidden_tests_and_tracebacks():
+    feedback = GenerateFeedback(config=load_config())
+    names = [p if isinstance(p, str) else p.__name__ for p in feedback.preprocessors]
+    assert ClearHiddenTests.__name__ in names
+    assert ConciseErrors.__name__ in names
+
+
+def test_concise_errors_keeps_only_the_message():
+    cell = nbformat.v4.new_code_cell("assert False")
+    traceback = ["---", "assert secret_hidden_check()", "AssertionError"]
+    cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="step ran 8 times",
+                                           traceback=traceback)]
+    cleaned, _ = ConciseErrors().preprocess_cell(cell, {}, 0)
+    assert cleaned.outputs[0].traceback == ["AssertionError: step ran 8 times"]

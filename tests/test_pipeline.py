@@ -1,0 +1,122 @@
+"""The generated views: release/ leaks nothing, and release/ and notebooks/ are current with source/."""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_tools.course import REPO_ROOT, assignment_ids, generate_solution, open_course
+
+ASSIGNMENTS = assignment_ids(REPO_ROOT)
+GRADE_ID = re.compile(r"^ex\d+_(spec|\d+_(solution|test))$")
+
+
+def notebooks_of(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+def nbgrader_meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def hidden_test_lines(notebook) -> set[str]:
+    """The meaningful lines that appear only between BEGIN and END HIDDEN TESTS in a notebook."""
+    hidden_lines, visible_lines, hidden = set(), set(), False
+    for cell in notebook.cells:
+        for line in cell.source.splitlines():
+            if "BEGIN HIDDEN TESTS" in line:
+                hidden = True
+            elif "END HIDDEN TESTS" in line:
+                hidden = False
+            elif len(line.strip()) > 12 and not line.strip().startswith(("#", ")", "]")):
+                (hidden_lines if hidden else visible_lines).add(line.strip())
+    return hidden_lines - visible_lines
+
+
+def source_notebooks():
+    return [p for a in ASSIGNMENTS for p in notebooks_of(REPO_ROOT / "source" / a)]
+
+
+def test_there_is_something_to_check():
+    assert ASSIGNMENTS, "source/ holds no assignment"
+    for assignment in ASSIGNMENTS:
+        assert notebooks_of(REPO_ROOT / "release" / assignment), f"release/{assignment} is missing"
+        assert notebooks_of(REPO_ROOT / "notebooks" / assignment), f"notebooks/{assignment} is missing"
+
+
+@pytest.mark.parametrize("path", source_notebooks(), ids=lambda p: p.parent.name)
+def test_source_is_authored_cleanly(path):
+    """Source notebooks carry no outputs, unique grade ids in the exN_k scheme, and points on tests."""
+    notebook = nbformat.read(path, as_version=4)
+    ids = []
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            assert not cell.outputs, f"{path.name}: commit source/ without outputs ({cell.source[:40]!r})"
+        meta = nbgrader_meta(cell)
+        if meta.get("grade_id"):
+            ids.append(meta["grade_id"])
+            assert GRADE_ID.match(meta["grade_id"]), f"grade id {meta['grade_id']} breaks the exN_k scheme"
+        if meta.get("grade"):
+            assert meta.get("points", 0) > 0 and meta.get("locked"), f"{meta['grade_id']}: points, locked"
+        if meta.get("solution"):
+            assert "### BEGIN SOLUTION" in cell.source, f"{meta['grade_id']} has no solution region"
+    assert len(ids) == len(set(ids)), f"{path.name}: grade ids repeat"
+
+
+def test_release_holds_no_solution_or_hidden_test():
+    """Everything under release/ is what students get: no solution, no hidden test, stubs in place."""
+    hidden = set().union(*(hidden_test_lines(nbformat.read(p, as_version=4)) for p in source_notebooks()))
+    assert hidden, "the source notebooks should have hidden tests"
+    for path in (REPO_ROOT / "release").rglob("*"):
+        if not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
+            assert marker not in text, f"{path} contains '{marker}'"
+        if path.suffix == ".ipynb":
+            lines = {line.strip() for cell in nbformat.read(path, as_version=4).cells
+                     for line in cell.source.splitlines()}
+        else:
+            lines = {line.strip() for line in text.splitlines()}
+        leaked = sorted(hidden & lines)
+        assert not leaked, f"{path} leaks hidden test lines, e.g. {leaked[:2]}"
+        if path.suffix == ".ipynb":
+            for cell in nbformat.read(path, as_version=4).cells:
+                if nbgrader_meta(cell).get("solution"):
+                    assert "raise NotImplementedError" in cell.source, f"{path}: a solution cell has no stub"
+
+
+def test_committed_release_is_current(released_course):
+    """release/ is exactly what nbgrader generates from source/ now (run `make views`)."""
+    for assignment in ASSIGNMENTS:
+        fresh = released_course / "release" / assignment
+        committed = REPO_ROOT / "release" / assignment
+        fresh_files = sorted(p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file())
+        committed_files = sorted(p.relative_to(committed) for p in committed.rglob("*") if p.is_file())
+        assert fresh_files == committed_files, f"release/{assignment} has other files than source/ makes"
+        for name in fresh_files:
+            assert (fresh / name).read_bytes() == (committed / name).read_bytes(), (
+                f"release/{assignment}/{name} is stale: run `make views` and commit release/")
+
+
+def cells_without_outputs(path: Path) -> list[tuple]:
+    notebook = nbformat.read(path, as_version=4)
+    return [(c.cell_type, c.source, nbgrader_meta(c)) for c in notebook.cells]
+
+
+@pytest.mark.slow
+def test_committed_solutions_are_current(released_course):
+    """notebooks/ holds the executed solution of today's source/ (outputs may differ run to run)."""
+    api = open_course(released_course)
+    for assignment in ASSIGNMENTS:
+        generate_solution(api, assignment)
+        fresh = notebooks_of(released_course / "notebooks" / assignment)
+        committed = notebooks_of(REPO_ROOT / "notebooks" / assignment)
+        assert [p.name for p in fresh] == [p.name for p in committed], f"notebooks/{assignment}: other files"
+        for fresh_path, committed_path in zip(fresh, committed, strict=True):
+            assert cells_without_outputs(fresh_path) == cells_without_outputs(committed_path), (
+                f"notebooks/{assignment}/{committed_path.name} is stale: run `make views` and commit it")
+            executed = nbformat.read(committed_path, as_version=4)
+            assert all(c.get("execution_count") for c in executed.cells if c.cell_type == "code"), (
+                f"notebooks/{assignment}/{committed_path.name} was not executed top to bottom")
