@@ -8,7 +8,8 @@ produced and names the mistake that matches.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -71,21 +72,26 @@ def _clip(grads: GradDict, max_norm: float) -> GradDict:
 def _mistakes(micro: list[GradDict], sizes: list[int], accum_steps: int,
               max_norm: float | None) -> dict[str, GradDict]:
     count = len(micro)
-    mistakes = {
-        "no_division": _weighted_sum(micro, [1.0] * count),
-        "last_micro_batch_only": _weighted_sum(micro[-1:], [1.0 / accum_steps]),
-        "last_micro_batch_only_undivided": micro[-1],
-        "divided_by_accum_steps": _weighted_sum(micro, [1.0 / accum_steps] * count),
-        "equal_weights": _weighted_sum(micro, [1.0 / count] * count),
-    }
+    mistakes = {}
     if max_norm is not None:
+        # Checked first: with equal micro-batches the unclipped gradient equals some of the
+        # weighting mistakes below, and "not clipped" is then the true diagnosis.
+        mistakes["not_clipped"] = _weighted_sum(micro, [s / sum(sizes) for s in sizes])
         running = None
         for grads in micro:
             step = {n: g / accum_steps for n, g in grads.items()}
             running = step if running is None else {n: running[n] + step[n] for n in step}
             running = _clip(running, max_norm)
         mistakes["clipped_every_micro_batch"] = running
-        mistakes["not_clipped"] = _weighted_sum(micro, [s / sum(sizes) for s in sizes])
+    mistakes.update({
+        "no_division": _weighted_sum(micro, [1.0] * count),
+        "last_micro_batch_only": _weighted_sum(micro[-1:], [1.0 / accum_steps]),
+        "last_micro_batch_only_undivided": micro[-1],
+        "equal_weights": _weighted_sum(micro, [1.0 / count] * count),
+    })
+    if count != accum_steps:
+        # In a full cycle this equals "equal_weights"; only a short cycle tells them apart.
+        mistakes["divided_by_accum_steps"] = _weighted_sum(micro, [1.0 / accum_steps] * count)
     return mistakes
 
 
@@ -123,7 +129,7 @@ def reference_run(model: nn.Module, loss_fn: Callable, cycles: Sequence[Sequence
 
 MISTAKE_MESSAGES = {
     "no_division": (
-        "the gradient at update {update} is the plain sum of the micro-batch gradients, {k}x too large: "
+        "the gradient at update {update} is the plain sum of the micro-batch gradients, {n}x too large: "
         "divide each micro-batch loss by the number of micro-batches in the cycle (accum_steps)"
     ),
     "last_micro_batch_only": (
@@ -136,7 +142,7 @@ MISTAKE_MESSAGES = {
     ),
     "equal_weights": (
         "update {update} weighted every micro-batch equally, but they hold different numbers of "
-        "samples: multiply each micro-batch's mean loss by (its samples / the cycle's samples)"
+        "samples: weight each micro-batch's mean loss by its share of the samples in the cycle"
     ),
     "clipped_every_micro_batch": (
         "the gradient at update {update} was clipped after every micro-batch: clip once per "
@@ -187,7 +193,7 @@ def check_updates(log, reference: Reference, cycle_sizes: Sequence[int],
             raise AssertionError(
                 f"optimizer.step() ran {n} times for {n} micro-batches with accum_steps={k}: "
                 f"step only when a cycle is full ({expected_updates} steps)")
-        if len(steps) < expected_updates:
+        if len(steps) < expected_updates and n % k:
             raise AssertionError(
                 f"optimizer.step() ran {len(steps)} times, but {n} micro-batches with accum_steps={k} "
                 f"make {expected_updates} cycles: the last, shorter cycle never got its step, and its "
@@ -263,33 +269,56 @@ def check_token_gradients(candidate: GradDict, full: GradDict, naive: GradDict) 
 
 
 def check_amp_calls(log, num_micro_batches: int, num_updates: int) -> None:
-    """Assert the GradScaler call pattern of accumulation: scale every micro-batch, then
-    unscale_, clip, step and update once per cycle, in that order."""
+    """Assert the GradScaler call pattern: scale every backward's loss, then unscale_, clip, step
+    and update once per optimizer update, in that order."""
     scaled = log.count("scale")
     if scaled != num_micro_batches:
-        raise AssertionError(f"scaler.scale(loss) ran {scaled} times for {num_micro_batches} micro-batches: "
-                             "scale every micro-batch's loss before its backward")
+        raise AssertionError(f"scaler.scale(loss) ran {scaled} times for {num_micro_batches} "
+                             "backward passes: every backward must go through scaler.scale(loss), or "
+                             "the gradients are not scaled and scaler.step divides them by the scale anyway")
     clips = log.count("clip")
     if clips == num_micro_batches and num_micro_batches != num_updates:
         raise AssertionError(f"clip_grad_norm_ ran after every micro-batch ({clips} times): clip once per "
                              "cycle, after the last backward, so it sees the complete gradient")
-    once_per_cycle = (("unscale_", "scaler.unscale_(optimizer)"),
-                      ("scaler_step", "scaler.step(optimizer)"),
-                      ("update", "scaler.update()"))
-    for name, meaning in once_per_cycle:
+    once_per_update = (("unscale_", "scaler.unscale_(optimizer)"),
+                       ("scaler_step", "scaler.step(optimizer)"),
+                       ("update", "scaler.update()"))
+    for name, meaning in once_per_update:
         count = log.count(name)
         if count != num_updates:
-            raise AssertionError(f"{meaning} ran {count} times for {num_updates} cycles: "
-                                 "call it exactly once per cycle")
+            raise AssertionError(f"{meaning} ran {count} times for {num_updates} optimizer updates: "
+                                 "call it exactly once per update")
     order = [c.name for c in log.calls if c.name in ("unscale_", "clip", "scaler_step", "update")]
-    cycle = ["unscale_", "clip", "scaler_step", "update"] if clips else ["unscale_", "scaler_step", "update"]
-    if order != cycle * num_updates:
-        first_clip = next((c for c in log.calls if c.name == "clip"), None)
-        first_unscale = next((c for c in log.calls if c.name == "unscale_"), None)
-        if first_clip and first_unscale and first_clip.index < first_unscale.index:
-            raise AssertionError(
-                f"clip_grad_norm_ saw scaled gradients (norm {first_clip.info['norm_seen']:.3g}): call "
-                "scaler.unscale_(optimizer) before clipping, or max_norm is compared with a gradient "
-                "thousands of times too large")
-        raise AssertionError(f"the calls ran in the order {', '.join(order[:8])}, ...; each cycle should "
-                             "run unscale_, clip_grad_norm_, scaler.step, scaler.update")
+    expected = ["unscale_", "clip", "scaler_step", "update"]
+    if not clips:
+        expected.remove("clip")
+    if order == expected * num_updates:
+        return
+    position = {name: order.index(name) for name in set(order)}
+    if clips and position["clip"] < position["unscale_"]:
+        first_clip = log.of("clip")[0]
+        scale = log.of("scale")[0].info.get("scale") if log.count("scale") else None
+        raise AssertionError(
+            "the gradients were clipped before unscale_: clipping saw gradients multiplied by the scale "
+            f"{scale:g} (norm {first_clip.info['norm_seen']:.3g}), so max_norm cut them to almost nothing. "
+            "Call scaler.unscale_(optimizer) before clip_grad_norm_")
+    if position["update"] < position["scaler_step"]:
+        raise AssertionError("scaler.update() ran before scaler.step(optimizer): step first, then update "
+                             "the scale for the next iteration")
+    raise AssertionError(f"the calls ran in the order {', '.join(order[:8])}; each update should run "
+                         "unscale_, clip_grad_norm_, scaler.step, scaler.update, in that order")
+
+
+@contextmanager
+def first_linear_dtypes(model: nn.Module) -> Iterator[list[torch.dtype]]:
+    """Yield a list that collects the output dtype of each call of the model's first nn.Linear,
+    which tells whether a forward pass ran under autocast."""
+    first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
+    if first is None:
+        raise ValueError("first_linear_dtypes needs a model with at least one nn.Linear layer")
+    seen: list[torch.dtype] = []
+    handle = first.register_forward_hook(lambda _module, _args, output: seen.append(output.dtype))
+    try:
+        yield seen
+    finally:
+        handle.remove()

@@ -128,3 +128,49 @@ def plot_timeline(segments: Sequence[tuple[str, float, float]], *, title: str = 
     ax.invert_yaxis()
     ax.set(xlabel="time (s)", title=title)
     return ax
+
+
+def plot_format_ranges(formats: Mapping[str, tuple[float, float, float]], *, title: str = "", ax=None):
+    """Draw each float format's positive range on a log axis from {name: (smallest subnormal,
+    smallest normal, largest finite)}: a light bar for subnormals, a dark bar for normals."""
+    _require_non_empty_mapping(formats, "formats")
+    ax = _axes(ax)
+    for row, (name, limits) in enumerate(formats.items()):
+        if len(limits) != 3 or not 0 < limits[0] <= limits[1] < limits[2]:
+            raise ValueError(f"formats[{name!r}] must be (subnormal, normal, max) "
+                             "with 0 < subnormal <= normal < max")
+        subnormal, normal, largest = (float(v) for v in limits)
+        ax.barh(row, normal - subnormal, left=subnormal, color=f"C{row}", alpha=0.35)
+        ax.barh(row, largest - normal, left=normal, color=f"C{row}")
+        ax.annotate(f"max {largest:.4g}", (largest, row), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    ax.set_xscale("log")
+    # Autoscaling ignores bar edges on a log axis, so the tiny end would be cut off.
+    smallest = min(float(limits[0]) for limits in formats.values())
+    largest_of_all = max(float(limits[2]) for limits in formats.values())
+    ax.set_xlim(smallest / 10, largest_of_all * 1e6)
+    ax.set_yticks(range(len(formats)), list(formats))
+    ax.invert_yaxis()
+    ax.set(xlabel="magnitude (light: subnormal, dark: normal)", title=title)
+    return ax
+
+
+def plot_log_histogram(samples: Mapping[str, Sequence[float]], *, lines: Mapping[str, float] | None = None,
+                       xlabel: str = "log10 |value|", title: str = "", ax=None, bins: int = 60):
+    """Histogram of log10|v| for the nonzero values of each sample set, with labelled vertical lines
+    at the given magnitudes (e.g. a format's smallest number); returns the Axes."""
+    _require_non_empty_mapping(samples, "samples")
+    ax = _axes(ax)
+    for label, values in samples.items():
+        finite = [float(v) for v in values if math.isfinite(float(v))]
+        magnitudes = [math.log10(abs(v)) for v in finite if v != 0.0]
+        if not magnitudes:
+            raise ValueError(f"samples[{label!r}] has no nonzero finite value to draw")
+        ax.hist(magnitudes, bins=bins, alpha=0.6, label=label)
+    for index, (label, magnitude) in enumerate((lines or {}).items()):
+        if magnitude <= 0:
+            raise ValueError(f"line {label!r} must be at a positive magnitude, got {magnitude}")
+        ax.axvline(math.log10(magnitude), color=f"C{index + 3}", linestyle="--", label=label)
+    ax.set(xlabel=xlabel, ylabel="count", title=title)
+    ax.legend(fontsize=8)
+    return ax

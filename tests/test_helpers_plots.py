@@ -71,3 +71,26 @@ def test_plot_timeline():
         plots.plot_timeline([("data", 0.0, -1.0)])
     with pytest.raises(ValueError, match="segments is empty"):
         plots.plot_timeline([])
+
+
+def test_plot_format_ranges():
+    ax = plots.plot_format_ranges({"fp16": (2**-24, 2**-14, 65504.0), "bf16": (9.2e-41, 1.2e-38, 3.4e38)})
+    assert ax.get_xscale() == "log" and len(ax.patches) == 4
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["fp16", "bf16"]
+
+
+def test_plot_format_ranges_rejects_unordered_limits():
+    with pytest.raises(ValueError, match="subnormal, normal, max"):
+        plots.plot_format_ranges({"bad": (1.0, 0.5, 2.0)})
+
+
+def test_plot_log_histogram():
+    ax = plots.plot_log_histogram({"grads": [1e-9, 1e-8, 0.0, 1e-3]}, lines={"fp16 smallest": 2**-24})
+    assert len(ax.lines) == 1 and sum(p.get_height() for p in ax.patches) == 3
+
+
+def test_plot_log_histogram_needs_nonzero_values():
+    with pytest.raises(ValueError, match="no nonzero finite value"):
+        plots.plot_log_histogram({"zeros": [0.0, 0.0]})
+    with pytest.raises(ValueError, match="positive magnitude"):
+        plots.plot_log_histogram({"ok": [1.0]}, lines={"bad": 0.0})

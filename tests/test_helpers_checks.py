@@ -1,0 +1,703 @@
+"""Unit tests of helpers.checks: reference runs and the diagnoses of classic accumulation mistakes.
+
+Each test runs a small hand-written training loop (a correct one or one with a classic mistake)
+under helpers.spies.record and checks what helpers.checks makes of it.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers.checks import (
+    CycleReference,
+    Reference,
+    check_amp_calls,
+    check_token_gradients,
+    check_updates,
+    first_linear_dtypes,
+    reference_run,
+    token_references,
+)
+from helpers.data import lm_batch, make_blobs, make_token_sequences, split_by_sizes, split_micro_batches
+from helpers.grads import (
+    clone_model,
+    compare,
+    full_batch_gradients,
+    global_grad_norm,
+    grad_snapshot,
+    param_snapshot,
+)
+from helpers.models import MLP, TinyLM
+from helpers.spies import record
+
+LR = 0.5
+K = 4
+
+
+@pytest.fixture(autouse=True, scope="module")
+def single_thread():
+    """The models are tiny: extra intra-op threads only fight each other (3x slower on 2 cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def close(candidate, reference) -> bool:
+    return compare(candidate, reference).close(rtol=1e-4, atol=1e-6)
+
+
+def cycles_of(batches, accum_steps):
+    return [batches[i:i + accum_steps] for i in range(0, len(batches), accum_steps)]
+
+
+def equal_batches(count=8):
+    """`count` micro-batches of 8 samples each."""
+    return split_micro_batches(*make_blobs(8 * count, 6, 3, seed=12), micro_batch_size=8)
+
+
+def sized_batches(sizes):
+    x, y = make_blobs(sum(sizes), 6, 3, seed=21)
+    return split_by_sizes(x, y, sizes)
+
+
+def run(loop, batches, accum_steps=K, *, lr=LR, seed=11, max_norm=None):
+    """Reference first (from the untouched model), then the recorded student loop."""
+    model = MLP(6, 8, 3, seed=seed)
+    cycles = cycles_of(batches, accum_steps)
+    reference = reference_run(model, F.cross_entropy, cycles, lr=lr, max_norm=max_norm,
+                              accum_steps=accum_steps)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    with record(model=model, optimizer=optimizer) as log:
+        losses = loop(model, optimizer, batches, accum_steps)
+    return log, reference, [len(c) for c in cycles], losses, model
+
+
+# ---------------------------------------------------------------------------------------------
+# Training loops: one correct, then one per classic mistake.
+# ---------------------------------------------------------------------------------------------
+
+def correct_loop(model, optimizer, batches, accum_steps):
+    """Weights each micro-batch by its share of its cycle's samples; steps every (short) cycle."""
+    losses = []
+    for cycle in cycles_of(batches, accum_steps):
+        optimizer.zero_grad(set_to_none=True)
+        samples = sum(len(x) for x, _ in cycle)
+        cycle_loss = 0.0
+        for x, y in cycle:
+            loss = F.cross_entropy(model(x), y) * (len(x) / samples)
+            loss.backward()
+            cycle_loss += loss.item()
+        optimizer.step()
+        losses.append(cycle_loss)
+    return losses
+
+
+def step_every_micro_batch(model, optimizer, batches, accum_steps):
+    losses = []
+    for index, (x, y) in enumerate(batches):
+        if index % accum_steps == 0:
+            optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y) / accum_steps
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def drops_trailing_cycle(model, optimizer, batches, accum_steps):
+    losses = []
+    for index, (x, y) in enumerate(batches):
+        if index % accum_steps == 0:
+            optimizer.zero_grad()
+            cycle_loss = 0.0
+        loss = F.cross_entropy(model(x), y) / accum_steps
+        loss.backward()
+        cycle_loss += loss.item()
+        if (index + 1) % accum_steps == 0:
+            optimizer.step()
+            losses.append(cycle_loss)
+    return losses
+
+
+def zero_grad_every_micro_batch(model, optimizer, batches, accum_steps):
+    losses = []
+    for index, (x, y) in enumerate(batches):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y) / accum_steps
+        loss.backward()
+        if (index + 1) % accum_steps == 0:
+            optimizer.step()
+            losses.append(loss.item())
+    return losses
+
+
+def no_division(model, optimizer, batches, accum_steps):
+    losses = []
+    for cycle in cycles_of(batches, accum_steps):
+        optimizer.zero_grad()
+        cycle_loss = 0.0
+        for x, y in cycle:
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            cycle_loss += loss.item()
+        optimizer.step()
+        losses.append(cycle_loss / len(cycle))
+    return losses
+
+
+def equal_weights(model, optimizer, batches, accum_steps):
+    losses = []
+    for cycle in cycles_of(batches, accum_steps):
+        optimizer.zero_grad()
+        cycle_loss = 0.0
+        for x, y in cycle:
+            loss = F.cross_entropy(model(x), y) / len(cycle)
+            loss.backward()
+            cycle_loss += loss.item()
+        optimizer.step()
+        losses.append(cycle_loss)
+    return losses
+
+
+def divides_short_cycle_by_accum_steps(model, optimizer, batches, accum_steps):
+    losses = []
+    for index, (x, y) in enumerate(batches):
+        if index % accum_steps == 0:
+            optimizer.zero_grad()
+            cycle_loss = 0.0
+        loss = F.cross_entropy(model(x), y) / accum_steps
+        loss.backward()
+        cycle_loss += loss.item()
+        if (index + 1) % accum_steps == 0 or index + 1 == len(batches):
+            optimizer.step()
+            losses.append(cycle_loss)
+    return losses
+
+
+def returns_unscaled_losses(model, optimizer, batches, accum_steps):
+    losses = []
+    for cycle in cycles_of(batches, accum_steps):
+        optimizer.zero_grad()
+        cycle_loss = 0.0
+        for x, y in cycle:
+            loss = F.cross_entropy(model(x), y)
+            (loss / len(cycle)).backward()
+            cycle_loss += loss.item()  # forgot the 1/len(cycle): 4x the cycle's mean loss
+        optimizer.step()
+        losses.append(cycle_loss)
+    return losses
+
+
+def one_backward_per_cycle(model, optimizer, batches, accum_steps):
+    losses = []
+    for cycle in cycles_of(batches, accum_steps):
+        optimizer.zero_grad()
+        loss = sum(F.cross_entropy(model(x), y) for x, y in cycle) / len(cycle)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def steps_twice_per_cycle(model, optimizer, batches, accum_steps):
+    for cycle in cycles_of(batches, accum_steps):
+        optimizer.zero_grad()
+        for x, y in cycle:
+            (F.cross_entropy(model(x), y) / len(cycle)).backward()
+        optimizer.step()
+        optimizer.step()
+
+
+def clears_before_step(model, optimizer, batches, accum_steps):
+    for cycle in cycles_of(batches, accum_steps):
+        for x, y in cycle:
+            (F.cross_entropy(model(x), y) / len(cycle)).backward()
+        optimizer.zero_grad(set_to_none=True)
+        optimizer.step()
+
+
+def clips_every_micro_batch(model, optimizer, batches, accum_steps):
+    for cycle in cycles_of(batches, accum_steps):
+        optimizer.zero_grad()
+        for x, y in cycle:
+            (F.cross_entropy(model(x), y) / accum_steps).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)
+        optimizer.step()
+
+
+# ---------------------------------------------------------------------------------------------
+# reference_run
+# ---------------------------------------------------------------------------------------------
+
+def test_reference_run_does_not_touch_the_model():
+    model = MLP(6, 8, 3, seed=1)
+    for parameter in model.parameters():
+        parameter.grad = torch.full_like(parameter, 7.0)
+    params_before, grads_before = param_snapshot(model), grad_snapshot(model)
+    reference_run(model, F.cross_entropy, cycles_of(equal_batches(), K), lr=LR, max_norm=0.05)
+    assert all(torch.equal(params_before[n], p) for n, p in model.named_parameters())
+    assert all(torch.equal(grads_before[n], p.grad) for n, p in model.named_parameters())
+
+
+def test_reference_run_one_cycle_reference_per_cycle():
+    model = MLP(6, 8, 3, seed=2)
+    batches = equal_batches(10)
+    reference = reference_run(model, F.cross_entropy, cycles_of(batches, K), lr=LR)
+    assert isinstance(reference, Reference)
+    assert len(reference.cycles) == 3 and all(isinstance(c, CycleReference) for c in reference.cycles)
+    assert reference.accum_steps == K and reference.num_micro_batches == 10
+    names = [name for name, _ in model.named_parameters()]
+    assert all(list(cycle.grads) == names for cycle in reference.cycles)
+    assert {"no_division", "last_micro_batch_only", "equal_weights"} <= set(reference.cycles[0].mistakes)
+    assert "not_clipped" not in reference.cycles[0].mistakes
+    # Only a short cycle can be told apart from equal weights by dividing by accum_steps.
+    assert "divided_by_accum_steps" not in reference.cycles[0].mistakes
+    assert "divided_by_accum_steps" in reference.cycles[2].mistakes
+
+
+def test_reference_run_accum_steps_defaults_to_longest_cycle():
+    batches = equal_batches(6)
+    reference = reference_run(MLP(6, 8, 3, seed=2), F.cross_entropy, [batches[:3], batches[3:5]], lr=LR)
+    assert reference.accum_steps == 3 and reference.num_micro_batches == 5
+    explicit = reference_run(MLP(6, 8, 3, seed=2), F.cross_entropy, [batches[:3]], lr=LR, accum_steps=4)
+    assert explicit.accum_steps == 4
+
+
+def test_reference_run_first_cycle_is_full_batch_gradient_and_loss():
+    model = MLP(6, 8, 3, seed=3)
+    batches = sized_batches([5, 17, 3, 9, 11, 6, 2, 20])
+    reference = reference_run(model, F.cross_entropy, cycles_of(batches, K), lr=LR)
+    x = torch.cat([bx for bx, _ in batches[:K]])
+    y = torch.cat([by for _, by in batches[:K]])
+    assert close(reference.cycles[0].grads, full_batch_gradients(model, F.cross_entropy, x, y))
+    assert reference.cycles[0].loss == pytest.approx(F.cross_entropy(model(x), y).item(), rel=1e-5)
+
+
+def test_reference_run_final_params_are_manual_sgd():
+    model = MLP(6, 8, 3, seed=4)
+    cycles = cycles_of(equal_batches(10), K)
+    reference = reference_run(model, F.cross_entropy, cycles, lr=0.3)
+    manual = clone_model(model)
+    for cycle in cycles:
+        x, y = torch.cat([bx for bx, _ in cycle]), torch.cat([by for _, by in cycle])
+        gradient = full_batch_gradients(manual, F.cross_entropy, x, y)
+        with torch.no_grad():
+            for name, parameter in manual.named_parameters():
+                parameter -= 0.3 * gradient[name]
+    assert close(reference.final_params, param_snapshot(manual))
+    assert not close(reference.final_params, param_snapshot(model))
+
+
+def test_reference_run_max_norm_clips_to_that_norm():
+    model = MLP(6, 8, 3, seed=5)
+    cycles = cycles_of(equal_batches(), K)
+    unclipped = reference_run(model, F.cross_entropy, cycles, lr=LR)
+    clipped = reference_run(model, F.cross_entropy, cycles, lr=LR, max_norm=0.05)
+    full = unclipped.cycles[0].grads
+    assert global_grad_norm(full) > 0.05
+    assert global_grad_norm(clipped.cycles[0].grads) == pytest.approx(0.05, rel=1e-4)
+    factor = 0.05 / global_grad_norm(full)
+    assert close(clipped.cycles[0].grads, {n: g * factor for n, g in full.items()})
+    assert close(clipped.cycles[0].mistakes["not_clipped"], full)
+    assert "clipped_every_micro_batch" in clipped.cycles[0].mistakes
+    loose = reference_run(model, F.cross_entropy, cycles, lr=LR, max_norm=1e6)
+    assert close(loose.cycles[0].grads, full) and close(loose.final_params, unclipped.final_params)
+
+
+@pytest.mark.parametrize("cycles", [[], [[]], "second_empty"])
+def test_reference_run_rejects_missing_cycles(cycles):
+    batches = equal_batches(4)
+    if cycles == "second_empty":
+        cycles = [batches, []]
+    with pytest.raises(ValueError, match="at least one cycle"):
+        reference_run(MLP(6, 8, 3), F.cross_entropy, cycles, lr=LR)
+
+
+# ---------------------------------------------------------------------------------------------
+# check_updates
+# ---------------------------------------------------------------------------------------------
+
+def test_check_updates_passes_for_correct_accumulation():
+    log, reference, sizes, losses, model = run(correct_loop, equal_batches())
+    assert sizes == [4, 4] and log.count("backward") == 8 and log.count("step") == 2
+    check_updates(log, reference, sizes, losses, final_params=param_snapshot(model))
+
+
+@pytest.mark.parametrize("sizes", [[8] * 8 + [12, 4], [5, 17, 3, 9, 11, 6, 2, 20, 7]])
+def test_check_updates_passes_for_correct_loop_with_short_and_unequal_cycles(sizes):
+    log, reference, cycle_sizes, losses, model = run(correct_loop, sized_batches(sizes))
+    check_updates(log, reference, cycle_sizes, losses, final_params=param_snapshot(model))
+
+
+def test_check_updates_passes_with_clipping():
+    def clipping_loop(model, optimizer, batches, accum_steps):
+        for cycle in cycles_of(batches, accum_steps):
+            optimizer.zero_grad()
+            for x, y in cycle:
+                (F.cross_entropy(model(x), y) / accum_steps).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)
+            optimizer.step()
+
+    log, reference, sizes, _, model = run(clipping_loop, equal_batches(), max_norm=0.05)
+    check_updates(log, reference, sizes, final_params=param_snapshot(model))
+
+
+@pytest.mark.parametrize(("loop", "count", "phrase"), [
+    (step_every_micro_batch, 8, "ran 8 times for 8 micro-batches"),
+    (drops_trailing_cycle, 10, "never got its step"),
+    (zero_grad_every_micro_batch, 8, "zero_grad() ran inside the cycle"),
+    (no_division, 8, "4x too large"),
+    (divides_short_cycle_by_accum_steps, 10, "divided its micro-batch losses by accum_steps"),
+    (returns_unscaled_losses, 8, "returned losses"),
+    (one_backward_per_cycle, 8, "backward() ran"),
+    (steps_twice_per_cycle, 8, "ran 4 times; expected 2"),
+    (clears_before_step, 8, "had no gradient"),
+])
+def test_check_updates_names_the_mistake(loop, count, phrase):
+    log, reference, sizes, losses, model = run(loop, equal_batches(count))
+    with pytest.raises(AssertionError) as problem:
+        check_updates(log, reference, sizes, losses, final_params=param_snapshot(model))
+    assert phrase in str(problem.value)
+
+
+def test_check_updates_messages_in_detail():
+    log, reference, sizes, losses, _ = run(drops_trailing_cycle, equal_batches(10))
+    with pytest.raises(AssertionError, match=r"ran 2 times, but 10 micro-batches with accum_steps=4 make 3"):
+        check_updates(log, reference, sizes, losses)
+    log, reference, sizes, losses, _ = run(divides_short_cycle_by_accum_steps, equal_batches(10))
+    with pytest.raises(AssertionError, match=r"update 3 divided .* accum_steps=4, but its cycle has 2"):
+        check_updates(log, reference, sizes, losses)
+    log, reference, sizes, losses, _ = run(one_backward_per_cycle, equal_batches())
+    with pytest.raises(AssertionError, match=r"backward\(\) ran 2 times for 8 micro-batches"):
+        check_updates(log, reference, sizes, losses)
+
+
+def test_check_updates_equal_weights_for_unequal_sizes():
+    # Full cycles whose micro-batches differ in size: the check points at the samples' shares.
+    log, reference, sizes, losses, _ = run(equal_weights, sized_batches([5, 17, 3, 9, 11, 6, 2, 20, 7]))
+    with pytest.raises(AssertionError, match="share of the samples"):
+        check_updates(log, reference, sizes, losses)
+    # Equal full cycles and a short, unequal last cycle: only update 3 is wrong.
+    log, reference, sizes, losses, _ = run(equal_weights, sized_batches([8] * 8 + [12, 4]))
+    with pytest.raises(AssertionError, match="update 3 weighted every micro-batch equally"):
+        check_updates(log, reference, sizes, losses)
+
+
+def test_check_updates_clipping_mistakes():
+    log, reference, sizes, _, _ = run(correct_loop, equal_batches(), max_norm=0.05)
+    with pytest.raises(AssertionError, match="was never clipped"):
+        check_updates(log, reference, sizes)
+    log, reference, sizes, _, _ = run(clips_every_micro_batch, equal_batches(), max_norm=0.05)
+    with pytest.raises(AssertionError, match="clipped after every micro-batch"):
+        check_updates(log, reference, sizes)
+
+
+def test_check_updates_other_gradient_and_final_params():
+    def tripled(model, optimizer, batches, accum_steps):
+        for cycle in cycles_of(batches, accum_steps):
+            optimizer.zero_grad()
+            for x, y in cycle:
+                (3 * F.cross_entropy(model(x), y) / accum_steps).backward()
+            optimizer.step()
+
+    log, reference, sizes, _, _ = run(tripled, equal_batches())
+    with pytest.raises(AssertionError, match="differs from the full-batch gradient of its cycle"):
+        check_updates(log, reference, sizes)
+
+    log, reference, sizes, losses, model = run(correct_loop, equal_batches())
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)
+    with pytest.raises(AssertionError, match="the gradients were right but the final parameters are not"):
+        check_updates(log, reference, sizes, losses, final_params=param_snapshot(model))
+    with pytest.raises(AssertionError, match="returned losses"):
+        check_updates(log, reference, sizes, losses[:1])
+
+
+def test_equal_weights_in_full_cycle_named_as_equal_weights():
+    log, reference, sizes, losses, _ = run(equal_weights, sized_batches([5, 17, 3, 9, 11, 6, 2, 20, 7]))
+    with pytest.raises(AssertionError) as problem:
+        check_updates(log, reference, sizes, losses)
+    assert "accum_steps=4, but its cycle has 4 micro-batches" not in str(problem.value)
+    assert "weighted every micro-batch equally" in str(problem.value)
+
+
+def test_no_division_factor_is_the_cycle_length():
+    batches = equal_batches(3)
+    model = MLP(6, 8, 3, seed=11)
+    reference = reference_run(model, F.cross_entropy, [batches], lr=LR, accum_steps=K)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    with record(model=model, optimizer=optimizer) as log:
+        no_division(model, optimizer, batches, K)
+    with pytest.raises(AssertionError, match="3x too large"):
+        check_updates(log, reference, [3])
+
+
+def test_too_few_steps_without_a_short_cycle():
+    def steps_once(model, optimizer, batches, accum_steps):
+        optimizer.zero_grad()
+        for x, y in batches:
+            (F.cross_entropy(model(x), y) / len(batches)).backward()
+        optimizer.step()
+
+    log, reference, sizes, _, _ = run(steps_once, equal_batches())
+    with pytest.raises(AssertionError) as problem:
+        check_updates(log, reference, sizes)
+    assert "shorter cycle" not in str(problem.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# token_references and check_token_gradients
+# ---------------------------------------------------------------------------------------------
+
+def tiny_lm(seed=31):
+    return TinyLM(vocab_size=16, d_model=16, n_heads=2, n_layers=1, max_length=64, seed=seed)
+
+
+def token_batches(lengths=(3, 17, 5, 40), seed=32):
+    generator = torch.Generator().manual_seed(seed)
+    return [lm_batch([torch.randint(1, 16, (n + 1,), generator=generator)]) for n in lengths]
+
+
+def token_mean_accumulation(model, micro_batches, ignore_index=-100):
+    tokens = sum(int((targets != ignore_index).sum()) for _, targets in micro_batches)
+    total = 0.0
+    for inputs, targets in micro_batches:
+        loss_sum = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(),
+                                   ignore_index=ignore_index, reduction="sum")
+        (loss_sum / tokens).backward()
+        total += loss_sum.item()
+    return total / tokens
+
+
+def mean_of_means_accumulation(model, micro_batches):
+    for inputs, targets in micro_batches:
+        loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+        (loss / len(micro_batches)).backward()
+
+
+def test_token_references_leave_model_untouched_and_differ_for_unequal_lengths():
+    model = tiny_lm()
+    before = param_snapshot(model)
+    full, naive, loss = token_references(model, token_batches())
+    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(before[n], p) for n, p in model.named_parameters())
+    assert set(full) == set(naive) == set(before)
+    assert compare(naive, full).relative_error > 1e-2
+    assert isinstance(loss, float) and loss > 0
+    with pytest.raises(ValueError, match="at least one micro-batch"):
+        token_references(model, [])
+
+
+def test_token_references_equal_for_equal_token_counts():
+    full, naive, _ = token_references(tiny_lm(), token_batches(lengths=(9, 9, 9)))
+    assert close(naive, full)
+
+
+def test_check_token_gradients_passes_for_token_mean():
+    model = tiny_lm()
+    batches = token_batches()
+    full, naive, loss = token_references(model, batches)
+    with record(model=model) as log:
+        returned = token_mean_accumulation(model, batches)
+    assert log.count("backward") == len(batches)
+    check_token_gradients(grad_snapshot(model), full, naive)
+    assert returned == pytest.approx(loss, rel=1e-4)
+
+
+def test_check_token_gradients_padded_batches_and_ignore_index():
+    model = tiny_lm(seed=33)
+    sequences = make_token_sequences(9, 16, min_length=2, max_length=30, seed=34)
+    batches = [lm_batch(sequences[i:j], ignore_index=-1) for i, j in ((0, 3), (3, 4), (4, 9))]
+    full, naive, loss = token_references(model, batches, ignore_index=-1)
+    returned = token_mean_accumulation(model, batches, ignore_index=-1)
+    check_token_gradients(grad_snapshot(model), full, naive)
+    assert returned == pytest.approx(loss, rel=1e-4)
+
+
+def test_check_token_gradients_names_the_october_2024_bug():
+    model = tiny_lm()
+    batches = token_batches()
+    full, naive, _ = token_references(model, batches)
+    mean_of_means_accumulation(model, batches)
+    with pytest.raises(AssertionError, match="October 2024"):
+        check_token_gradients(grad_snapshot(model), full, naive)
+
+
+def test_check_token_gradients_other_mistakes():
+    model = tiny_lm()
+    batches = token_batches()
+    full, naive, _ = token_references(model, batches)
+    with pytest.raises(AssertionError, match="have no .grad"):
+        check_token_gradients(grad_snapshot(model), full, naive)
+    token_mean_accumulation(model, batches)
+    token_mean_accumulation(model, batches)  # .grad still held the first call's gradients
+    with pytest.raises(AssertionError, match="twice the expected one"):
+        check_token_gradients(grad_snapshot(model), full, naive)
+    halved = {name: g / 2 for name, g in full.items()}
+    with pytest.raises(AssertionError, match="differs from the full-batch token-mean gradient"):
+        check_token_gradients(halved, full, naive)
+
+
+# ---------------------------------------------------------------------------------------------
+# check_amp_calls
+# ---------------------------------------------------------------------------------------------
+
+def amp_correct(model, optimizer, scaler, batches, accum_steps, max_norm):
+    losses = []
+    for index, (x, y) in enumerate(batches):
+        if index % accum_steps == 0:
+            optimizer.zero_grad(set_to_none=True)
+            cycle_loss = 0.0
+        loss = F.cross_entropy(model(x), y) / accum_steps
+        scaler.scale(loss).backward()
+        cycle_loss += loss.item()
+        if (index + 1) % accum_steps == 0:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            losses.append(cycle_loss)
+    return losses
+
+
+def amp_clip_before_unscale(model, optimizer, scaler, batches, accum_steps, max_norm):
+    for index, (x, y) in enumerate(batches):
+        if index % accum_steps == 0:
+            optimizer.zero_grad()
+        scaler.scale(F.cross_entropy(model(x), y) / accum_steps).backward()
+        if (index + 1) % accum_steps == 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.unscale_(optimizer)
+            scaler.step(optimizer)
+            scaler.update()
+
+
+def amp_clip_every_micro_batch(model, optimizer, scaler, batches, accum_steps, max_norm):
+    for index, (x, y) in enumerate(batches):
+        if index % accum_steps == 0:
+            optimizer.zero_grad()
+        scaler.scale(F.cross_entropy(model(x), y) / accum_steps).backward()
+        if (index + 1) % accum_steps == 0:
+            scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        if (index + 1) % accum_steps == 0:
+            scaler.step(optimizer)
+            scaler.update()
+
+
+def amp_update_before_step(model, optimizer, scaler, batches, accum_steps, max_norm):
+    for index, (x, y) in enumerate(batches):
+        if index % accum_steps == 0:
+            optimizer.zero_grad()
+        scaler.scale(F.cross_entropy(model(x), y) / accum_steps).backward()
+        if (index + 1) % accum_steps == 0:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.update()
+            scaler.step(optimizer)
+
+
+def amp_no_scale(model, optimizer, scaler, batches, accum_steps, max_norm):
+    # Forgets the scaler entirely (with unscale_ or scaler.step but no scale, torch itself raises).
+    for index, (x, y) in enumerate(batches):
+        if index % accum_steps == 0:
+            optimizer.zero_grad()
+        (F.cross_entropy(model(x), y) / accum_steps).backward()
+        if (index + 1) % accum_steps == 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+
+
+def amp_scale_last_only(model, optimizer, scaler, batches, accum_steps, max_norm):
+    for index, (x, y) in enumerate(batches):
+        if index % accum_steps == 0:
+            optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y) / accum_steps
+        if (index + 1) % accum_steps == 0:
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+
+
+def run_amp(loop, count=8, max_norm=0.05):
+    batches = split_micro_batches(*make_blobs(8 * count, 6, 3, seed=41), micro_batch_size=8)
+    model = MLP(6, 8, 3, seed=42)
+    reference = reference_run(model, F.cross_entropy, cycles_of(batches, K), lr=LR, max_norm=max_norm)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    with record(model=model, optimizer=optimizer, scaler=scaler) as log:
+        losses = loop(model, optimizer, scaler, batches, K, max_norm)
+    return log, reference, losses, model
+
+
+def test_check_amp_calls_passes_for_correct_loop():
+    log, reference, losses, model = run_amp(amp_correct)
+    assert log.count("scale") == 8 and log.of("scale")[0].info["scale"] == 1024.0
+    check_amp_calls(log, num_micro_batches=8, num_updates=2)
+    check_updates(log, reference, [4, 4], losses, final_params=param_snapshot(model))
+
+
+@pytest.mark.parametrize(("loop", "count", "phrase"), [
+    (amp_clip_before_unscale, 8, "clipped before unscale_"),
+    (amp_clip_every_micro_batch, 8, "clip once per cycle"),
+    # scaler.step after update leaves the optimizer STEPPED, so a second cycle's unscale_ would
+    # raise inside torch: one cycle is enough to see the order.
+    (amp_update_before_step, 4, "update() ran before"),
+    (amp_no_scale, 8, "scaler.scale(loss) ran 0 times"),
+    (amp_scale_last_only, 8, "scaler.scale(loss) ran 2 times for 8"),
+])
+def test_check_amp_calls_names_the_mistake(loop, count, phrase):
+    log, *_ = run_amp(loop, count=count)
+    with pytest.raises(AssertionError) as problem:
+        check_amp_calls(log, num_micro_batches=count, num_updates=count // K)
+    assert phrase in str(problem.value)
+
+
+def test_check_amp_calls_clip_before_unscale_names_the_scale():
+    log, *_ = run_amp(amp_clip_before_unscale)
+    with pytest.raises(AssertionError, match=r"multiplied by the scale 1024 \(norm"):
+        check_amp_calls(log, num_micro_batches=8, num_updates=2)
+
+
+def test_check_amp_calls_counts_per_update():
+    log, *_ = run_amp(amp_correct)
+    with pytest.raises(AssertionError, match=r"scaler.unscale_\(optimizer\) ran 2 times for 1 optimizer"):
+        check_amp_calls(log, num_micro_batches=8, num_updates=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# first_linear_dtypes
+# ---------------------------------------------------------------------------------------------
+
+def test_first_linear_dtypes_sees_autocast_and_removes_hook():
+    model = MLP(6, 8, 3, seed=44)
+    x, _ = make_blobs(4, 6, 3)
+    first = model.layers[0]
+    with first_linear_dtypes(model) as dtypes:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(x)
+        assert dtypes == [torch.bfloat16]
+        model(x)
+    assert dtypes == [torch.bfloat16, torch.float32]
+    assert not first._forward_hooks
+    model(x)
+    assert dtypes == [torch.bfloat16, torch.float32]
+
+
+def test_first_linear_dtypes_removes_hook_on_error():
+    model = MLP(6, 8, 3)
+    with pytest.raises(RuntimeError, match="boom"), first_linear_dtypes(model):
+        raise RuntimeError("boom")
+    assert not model.layers[0]._forward_hooks
+
+
+def test_first_linear_dtypes_needs_a_linear_layer():
+    with pytest.raises(ValueError, match="at least one nn.Linear"), \
+            first_linear_dtypes(nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())):
+        pass
