@@ -5,6 +5,7 @@ A submission is described by tests/demo_class/<assignment>/<student>.py:
     # about: what the student did
     # base: solution | release
     # loses: ex1_1_test [more grade ids of test cells that must fail]
+    # says: a phrase its feedback must contain (the diagnosis the student should read)
     # %% ex1_1_solution
     <the student's code for that solution cell>
 
@@ -24,7 +25,7 @@ import nbformat
 from course_tools.course import REPO_ROOT
 
 DEMO_ROOT = REPO_ROOT / "tests" / "demo_class"
-_HEADER = re.compile(r"^# (about|base|loses):(.*)$")
+_HEADER = re.compile(r"^# (about|base|loses|says):(.*)$")
 _CELL = re.compile(r"^# %% (\S+)\s*$")
 _MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
@@ -37,6 +38,7 @@ class DemoSubmission:
     about: str
     base: str
     loses: tuple[str, ...]
+    says: str = ""
     cells: dict[str, str] = field(default_factory=dict)
 
 
@@ -66,6 +68,7 @@ def parse_submission(path: Path) -> DemoSubmission:
         about=header["about"],
         base=base,
         loses=tuple(header.get("loses", "").split()),
+        says=header.get("says", ""),
         cells={name: "\n".join(lines).strip("\n") for name, lines in cells.items()},
     )
 

@@ -1,6 +1,7 @@
 # about: Records every layer's output dtype but runs the forward pass outside autocast.
 # base: solution
 # loses: ex2_1_test
+# says: inside torch.autocast
 # %% ex2_1_solution
 def autocast_audit(model, x, dtype):
     report, handles = {}, []

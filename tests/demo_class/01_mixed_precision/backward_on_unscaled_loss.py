@@ -1,6 +1,7 @@
 # about: Calls loss.backward() on the unscaled loss but still steps through the scaler.
 # base: solution
 # loses: ex3_1_test
+# says: did not use scaler.scale(loss
 # %% ex3_1_solution
 def amp_train_step(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype):
     optimizer.zero_grad()

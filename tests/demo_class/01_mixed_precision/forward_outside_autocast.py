@@ -1,6 +1,7 @@
 # about: Runs the forward pass in fp32 and only the loss under autocast.
 # base: solution
 # loses: ex3_1_test
+# says: run the forward inside
 # %% ex3_1_solution
 def amp_train_step(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype):
     optimizer.zero_grad()

@@ -1,6 +1,7 @@
 # about: Takes finfo.tiny (the smallest normal) for the smallest number: subnormals become "underflow".
 # base: solution
 # loses: ex1_1_test
+# says: should be 'subnormal'
 # %% ex1_1_solution
 def cast_fate(values, dtype):
     info = torch.finfo(dtype)

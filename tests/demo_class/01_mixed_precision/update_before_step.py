@@ -1,6 +1,7 @@
 # about: Updates the scale before stepping the optimizer.
 # base: solution
 # loses: ex3_1_test
+# says: scaler.update() ran before scaler.step(optimizer)
 # %% ex3_1_solution
 def amp_train_step(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype):
     optimizer.zero_grad()

@@ -1,5 +1,6 @@
 # about: Everything right except the quick check: thinks bf16 needs a scaler more than fp16.
 # base: solution
 # loses: ex4_1_test
+# says: only fp16 needs its gradients scaled
 # %% ex4_1_solution
 QUICK_CHECK = "a"

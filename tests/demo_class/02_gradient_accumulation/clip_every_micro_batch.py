@@ -1,6 +1,7 @@
 # about: Unscales and clips inside the micro-batch loop instead of once per cycle.
 # base: solution
 # loses: ex4_1_test
+# says: clip once per cycle
 # %% ex4_1_solution
 def train_accumulated_amp(model, optimizer, scaler, loss_fn, micro_batches, accum_steps,
                           max_norm, amp_dtype=None):

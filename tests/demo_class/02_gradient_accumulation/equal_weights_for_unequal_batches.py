@@ -1,6 +1,7 @@
 # about: Steps the short cycle but divides every loss by accum_steps, whatever the batch sizes.
 # base: solution
 # loses: ex2_1_test
+# says: divided its micro-batch losses by accum_steps=4, but its cycle has 2
 # %% ex2_1_solution
 def train_accumulated_any_sizes(model, optimizer, loss_fn, micro_batches, accum_steps):
     losses = []

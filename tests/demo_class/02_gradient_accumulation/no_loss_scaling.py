@@ -1,6 +1,7 @@
 # about: Never divides the micro-batch losses by accum_steps: every update is 4 times too large.
 # base: solution
 # loses: ex1_1_test
+# says: 4x too large
 # %% ex1_1_solution
 def train_accumulated(model, optimizer, loss_fn, micro_batches, accum_steps):
     losses = []

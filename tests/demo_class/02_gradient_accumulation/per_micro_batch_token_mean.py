@@ -1,6 +1,7 @@
 # about: Averages each micro-batch's token mean: the October 2024 transformers bug.
 # base: solution
 # loses: ex3_1_test
+# says: October 2024
 # %% ex3_1_solution
 def accumulate_token_gradients(model, micro_batches, ignore_index=-100):
     total = 0.0

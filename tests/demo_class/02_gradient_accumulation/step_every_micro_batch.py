@@ -1,6 +1,7 @@
 # about: Divides the loss but steps after every micro-batch: small-batch training in disguise.
 # base: solution
 # loses: ex1_1_test
+# says: optimizer.step() ran 8 times for 8 micro-batches with accum_steps=4
 # %% ex1_1_solution
 def train_accumulated(model, optimizer, loss_fn, micro_batches, accum_steps):
     losses = []

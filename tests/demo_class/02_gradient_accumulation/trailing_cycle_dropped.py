@@ -1,6 +1,7 @@
 # about: The (i + 1) % accum_steps loop: the last, shorter cycle never gets its step.
 # base: solution
 # loses: ex2_1_test
+# says: the last, shorter cycle never got its step
 # %% ex2_1_solution
 def train_accumulated_any_sizes(model, optimizer, loss_fn, micro_batches, accum_steps):
     losses = []

@@ -1,6 +1,7 @@
 # about: Clears the gradients after every micro-batch, so each step sees only the last one.
 # base: solution
 # loses: ex1_1_test
+# says: zero_grad() ran inside the cycle
 # %% ex1_1_solution
 def train_accumulated(model, optimizer, loss_fn, micro_batches, accum_steps):
     losses = []
