@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -290,3 +291,96 @@ def record(
         if patch_clip:
             _spy_clip(stack, log)
         yield log
+
+
+@dataclass
+class LoaderLog:
+    """What record_loaders saw: each DataLoader's settings and the time spent waiting for batches."""
+
+    settings: list[dict] = field(default_factory=list)
+    batches: int = 0
+    wait_s: float = 0.0
+
+
+@contextlib.contextmanager
+def record_loaders(clock: Callable[[], float] | None = None) -> Iterator[LoaderLog]:
+    """Record every torch.utils.data.DataLoader created while active: its num_workers, pin_memory,
+    persistent_workers and prefetch_factor, and the seconds the consuming loop waited inside
+    next() for a batch (the data stall, as the training loop feels it)."""
+    import time
+
+    from torch.utils.data import DataLoader
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    clock = clock or time.perf_counter
+    log = LoaderLog()
+    original_init = DataLoader.__init__
+    original_next = _BaseDataLoaderIter.__next__
+
+    @functools.wraps(original_init)
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        log.settings.append({"num_workers": self.num_workers, "pin_memory": self.pin_memory,
+                             "persistent_workers": self.persistent_workers,
+                             "prefetch_factor": self.prefetch_factor, "batch_size": self.batch_size})
+
+    @functools.wraps(original_next)
+    def next_batch(self):
+        started = clock()
+        try:
+            batch = original_next(self)
+        finally:
+            log.wait_s += clock() - started
+        log.batches += 1
+        return batch
+
+    DataLoader.__init__ = init
+    _BaseDataLoaderIter.__next__ = next_batch
+    try:
+        yield log
+    finally:
+        DataLoader.__init__ = original_init
+        _BaseDataLoaderIter.__next__ = original_next
+
+
+@dataclass
+class SyncLog:
+    """Host syncs seen by record_host_syncs: {"item": 3, "float": 1, ...}."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+_SYNC_METHODS = {"item": "item", "float": "__float__", "tolist": "tolist", "cpu": "cpu",
+                 "bool": "__bool__"}
+
+
+@contextlib.contextmanager
+def record_host_syncs() -> Iterator[SyncLog]:
+    """Count the Tensor methods that copy a value to the host and so wait for the device:
+    .item(), float(t), .tolist(), .cpu() and bool(t) (an `if` on a tensor), called from code
+    outside torch itself."""
+    log = SyncLog({name: 0 for name in _SYNC_METHODS})
+    originals = {name: getattr(torch.Tensor, method) for name, method in _SYNC_METHODS.items()}
+
+    def counting(name, original):
+        @functools.wraps(original)
+        def method(self, *args, **kwargs):
+            # torch's own bookkeeping (DataLoader seeding its workers, for one) reads host tensors;
+            # only the calls made by the code under test count.
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            if not caller.startswith("torch."):
+                log.counts[name] += 1
+            return original(self, *args, **kwargs)
+        return method
+
+    for name, method in _SYNC_METHODS.items():
+        setattr(torch.Tensor, method, counting(name, originals[name]))
+    try:
+        yield log
+    finally:
+        for name, method in _SYNC_METHODS.items():
+            setattr(torch.Tensor, method, originals[name])

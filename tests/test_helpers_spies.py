@@ -197,3 +197,49 @@ def test_record_rejects_frozen_model():
     with pytest.raises(ValueError, match="no parameter that requires grad"):
         with record(model=frozen):
             pass
+
+
+def test_record_loaders_sees_settings_and_waits():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from helpers.spies import record_loaders
+
+    dataset = TensorDataset(torch.arange(10.0), torch.arange(10))
+    ticks = iter(range(100))
+    with record_loaders(clock=lambda: float(next(ticks))) as log:
+        batches = list(DataLoader(dataset, batch_size=4, num_workers=0))
+    assert len(batches) == 3
+    assert log.settings == [{"num_workers": 0, "pin_memory": False, "persistent_workers": False,
+                             "prefetch_factor": None, "batch_size": 4}]
+    # Three batches and the final StopIteration, one fake second each.
+    assert log.batches == 3 and log.wait_s == 4.0
+    assert DataLoader.__init__.__qualname__ == "DataLoader.__init__"
+
+
+def test_record_host_syncs_counts_and_restores():
+    from helpers.spies import record_host_syncs
+
+    t = torch.tensor([1.5, 2.0])
+    with record_host_syncs() as syncs:
+        t[0].item()
+        float(t[1])
+        t.tolist()
+        if t[0] > 1:
+            t.cpu()
+    assert syncs.counts == {"item": 1, "float": 1, "tolist": 1, "cpu": 1, "bool": 1}
+    assert syncs.total == 5
+    with record_host_syncs() as fresh:
+        pass
+    assert fresh.total == 0 and t[0].item() == 1.5
+
+
+def test_record_host_syncs_ignores_torch_internals():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from helpers.spies import record_host_syncs
+
+    dataset = TensorDataset(torch.arange(8.0))
+    with record_host_syncs() as syncs:
+        # Starting workers seeds them with a host tensor's .item(), inside torch.
+        batches = list(DataLoader(dataset, batch_size=4, num_workers=1))
+    assert len(batches) == 2 and syncs.total == 0
