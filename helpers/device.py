@@ -35,7 +35,8 @@ def low_precision_dtype(device: torch.device | str) -> torch.dtype:
     """Return the 16-bit float dtype autocast should use on `device` (bfloat16 or float16)."""
     device = _as_device(device)
     if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        # Without including_emulation=False, T4 and V100 report bf16 "supported" (emulated, slow).
+        return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16
     if device.type in _LOW_PRECISION_BY_TYPE:
         return _LOW_PRECISION_BY_TYPE[device.type]
     raise ValueError(f"no low-precision dtype known for device type {device.type!r}")

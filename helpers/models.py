@@ -1,4 +1,5 @@
-"""Small seeded models: an MLP, a CNN with batch/group/no norm, and a tiny causal Transformer LM."""
+"""Small seeded models: an MLP, a residual MLP of blocks, a CNN with batch/group/no norm, and a
+tiny causal Transformer LM."""
 
 from __future__ import annotations
 
@@ -148,6 +149,40 @@ class TinyLM(nn.Module):
         for block in self.blocks:
             h = block(h, src_mask=causal_mask, is_causal=True)
         return self.head(self.final_norm(h))
+
+
+class ResidualBlock(nn.Module):
+    """x + Linear(GELU(Linear(LayerNorm(x)))): float [B, dim] -> float [B, dim]."""
+
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, hidden)
+        self.act = nn.GELU()
+        self.down = nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(self.act(self.up(self.norm(x))))
+
+
+class ResidualMLP(nn.Module):
+    """`depth` residual blocks in `self.blocks` (an nn.ModuleList): x float [B, dim] -> [B, dim]."""
+
+    def __init__(self, dim: int, hidden: int, depth: int, seed: int = 0):
+        super().__init__()
+        _require_positive_int(dim, "dim")
+        _require_positive_int(hidden, "hidden")
+        _require_positive_int(depth, "depth")
+        self.dim = dim
+        torch.manual_seed(seed)
+        self.blocks = nn.ModuleList(ResidualBlock(dim, hidden) for _ in range(depth))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 2 or x.shape[1] != self.dim:
+            raise ValueError(f"ResidualMLP expected inputs of shape [batch, {self.dim}], got {list(x.shape)}")
+        for block in self.blocks:
+            x = block(x)
+        return x
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:

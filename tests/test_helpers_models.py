@@ -117,3 +117,15 @@ def test_count_parameters():
     assert count_parameters(model, trainable_only=True) == 8 * 2 + 2
     with pytest.raises(TypeError, match="torch.nn.Module"):
         count_parameters([torch.ones(2)])
+
+
+def test_residual_mlp_blocks_and_shapes():
+    from helpers.models import ResidualMLP
+
+    model = ResidualMLP(8, 16, depth=3, seed=1)
+    assert len(model.blocks) == 3
+    assert model(torch.randn(4, 8)).shape == (4, 8)
+    same = ResidualMLP(8, 16, depth=3, seed=1)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), same.parameters(), strict=True))
+    with pytest.raises(ValueError, match=r"shape \[batch, 8\]"):
+        model(torch.randn(4, 5))
