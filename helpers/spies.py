@@ -300,6 +300,12 @@ class LoaderLog:
     settings: list[dict] = field(default_factory=list)
     batches: int = 0
     wait_s: float = 0.0
+    waits_s: list[float] = field(default_factory=list)
+
+    def steady_wait_s(self) -> float:
+        """Seconds waited for every batch but the first: the first also pays for starting the
+        workers, which differs between fork and spawn, not for decoding."""
+        return sum(self.waits_s[1:])
 
 
 @contextlib.contextmanager
@@ -330,7 +336,10 @@ def record_loaders(clock: Callable[[], float] | None = None) -> Iterator[LoaderL
         try:
             batch = original_next(self)
         finally:
-            log.wait_s += clock() - started
+            waited = clock() - started
+            log.wait_s += waited
+        # The call that raises StopIteration (and may shut workers down) is no batch.
+        log.waits_s.append(waited)
         log.batches += 1
         return batch
 
@@ -345,9 +354,11 @@ def record_loaders(clock: Callable[[], float] | None = None) -> Iterator[LoaderL
 
 @dataclass
 class SyncLog:
-    """Host syncs seen by record_host_syncs: {"item": 3, "float": 1, ...}."""
+    """Host syncs seen by record_host_syncs: {"item": 3, "float": 1, ...}, and how many of the
+    values read still carried an autograd graph (a running total built without .detach())."""
 
     counts: dict[str, int] = field(default_factory=dict)
+    reads_with_graph: int = 0
 
     @property
     def total(self) -> int:
@@ -355,14 +366,28 @@ class SyncLog:
 
 
 _SYNC_METHODS = {"item": "item", "float": "__float__", "tolist": "tolist", "cpu": "cpu",
-                 "bool": "__bool__"}
+                 "bool": "__bool__", "numpy": "numpy", "to": "to"}
+
+
+def _is_host_copy(tensor: torch.Tensor, method: str, args, kwargs) -> bool:
+    if method not in ("to", "cpu"):
+        return True
+    if method == "to":
+        target = kwargs.get("device", args[0] if args else None)
+        if not (isinstance(target, (str, torch.device)) and torch.device(target).type == "cpu"):
+            return False
+    # A copy to the host waits for the device; on a CPU-only machine there is no device, so count
+    # only what reads a value for logging there: a 0-dim tensor such as a loss.
+    return tensor.device.type != "cpu" or tensor.dim() == 0
 
 
 @contextlib.contextmanager
 def record_host_syncs() -> Iterator[SyncLog]:
     """Count the Tensor methods that copy a value to the host and so wait for the device:
-    .item(), float(t), .tolist(), .cpu() and bool(t) (an `if` on a tensor), called from code
-    outside torch itself."""
+    .item(), float(t), .tolist(), .numpy(), bool(t) (an `if` on a tensor), and .cpu() or
+    .to("cpu") of a device tensor or of a 0-dim one (a loss read for logging), including those torch
+    makes on the caller's behalf (printing or formatting a tensor), but not the DataLoader's own
+    bookkeeping."""
     log = SyncLog({name: 0 for name in _SYNC_METHODS})
     originals = {name: getattr(torch.Tensor, method) for name, method in _SYNC_METHODS.items()}
 
@@ -372,8 +397,9 @@ def record_host_syncs() -> Iterator[SyncLog]:
             # torch's own bookkeeping (DataLoader seeding its workers, for one) reads host tensors;
             # only the calls made by the code under test count.
             caller = sys._getframe(1).f_globals.get("__name__", "")
-            if not caller.startswith("torch."):
+            if not caller.startswith("torch.utils.data") and _is_host_copy(self, name, args, kwargs):
                 log.counts[name] += 1
+                log.reads_with_graph += bool(self.grad_fn is not None)
             return original(self, *args, **kwargs)
         return method
 

@@ -225,8 +225,8 @@ def test_record_host_syncs_counts_and_restores():
         float(t[1])
         t.tolist()
         if t[0] > 1:
-            t.cpu()
-    assert syncs.counts == {"item": 1, "float": 1, "tolist": 1, "cpu": 1, "bool": 1}
+            t[0].cpu()                     # a 0-dim read, like logging a loss
+    assert syncs.counts == {"item": 1, "float": 1, "tolist": 1, "cpu": 1, "bool": 1, "numpy": 0, "to": 0}
     assert syncs.total == 5
     with record_host_syncs() as fresh:
         pass
@@ -243,3 +243,28 @@ def test_record_host_syncs_ignores_torch_internals():
         # Starting workers seeds them with a host tensor's .item(), inside torch.
         batches = list(DataLoader(dataset, batch_size=4, num_workers=1))
     assert len(batches) == 2 and syncs.total == 0
+
+
+def test_record_host_syncs_sees_formatting_copies_and_graphs():
+    from helpers.spies import record_host_syncs
+
+    weight = torch.ones(2, requires_grad=True)
+    total = (weight * 2).sum()
+    with record_host_syncs() as syncs:
+        f"{total:.2f}"                    # Tensor.__format__ reads the value through .item()
+        total.detach().to("cpu")
+        total.detach().to(torch.float64)  # a dtype change is no host copy
+        total.item()                      # a running total that still carries its graph
+    assert syncs.counts["item"] == 2 and syncs.counts["to"] == 1
+    assert syncs.reads_with_graph == 1
+
+
+def test_record_loaders_keeps_per_batch_waits():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from helpers.spies import record_loaders
+
+    ticks = iter(range(100))
+    with record_loaders(clock=lambda: float(next(ticks))) as log:
+        list(DataLoader(TensorDataset(torch.arange(10.0)), batch_size=4))
+    assert log.waits_s == [1.0, 1.0, 1.0] and log.steady_wait_s() == 2.0
