@@ -3,14 +3,7 @@
 from pathlib import Path
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import (
-    CheckCellMetadata,
-    ClearHiddenTests,
-    ClearOutput,
-    Execute,
-    GetGrades,
-    IgnorePattern,
-)
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
 from course_tools.feedback import ConciseErrors
 
@@ -53,9 +46,6 @@ c.Execute.kernel_name = "python3"
 # only by raising; drop stderr from the graded outputs.
 c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"[\s\S]"
-# The student's Validate button must judge like the autograder (nbgrader's Validator would
-# otherwise fail a test cell for a warning, or for the profiler's own lines on stderr).
-c.Validator.preprocessors = [CheckCellMetadata, ClearOutput, Execute, IgnorePattern]
 
 # A student who deleted a read-only test cell still gets it back, and graded.
 c.OverwriteCells.add_missing_cells = True
