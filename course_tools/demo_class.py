@@ -6,6 +6,7 @@ A submission is described by tests/demo_class/<assignment>/<student>.py:
     # base: solution | release
     # loses: ex1_1_test [more grade ids of test cells that must fail]
     # says: a phrase its feedback must contain (the diagnosis the student should read)
+    # delete: ex5_1_test [more grade ids of cells the student deleted from the notebook]
     # %% ex1_1_solution
     <the student's code for that solution cell>
 
@@ -25,7 +26,7 @@ import nbformat
 from course_tools.course import REPO_ROOT
 
 DEMO_ROOT = REPO_ROOT / "tests" / "demo_class"
-_HEADER = re.compile(r"^# (about|base|loses|says):(.*)$")
+_HEADER = re.compile(r"^# (about|base|loses|says|delete):(.*)$")
 _CELL = re.compile(r"^# %% (\S+)\s*$")
 _MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
@@ -39,6 +40,7 @@ class DemoSubmission:
     base: str
     loses: tuple[str, ...]
     says: str = ""
+    deleted: tuple[str, ...] = ()
     cells: dict[str, str] = field(default_factory=dict)
 
 
@@ -69,6 +71,7 @@ def parse_submission(path: Path) -> DemoSubmission:
         base=base,
         loses=tuple(header.get("loses", "").split()),
         says=header.get("says", ""),
+        deleted=tuple(header.get("delete", "").split()),
         cells={name: "\n".join(lines).strip("\n") for name, lines in cells.items()},
     )
 
@@ -101,6 +104,11 @@ def build_notebook(submission: DemoSubmission, source_nb, release_nb):
     if unknown:
         raise ValueError(f"demo student {submission.student} fills unknown solution cells {sorted(unknown)}; "
                          f"the notebook has {sorted(solution_ids)}")
+    present = {_grade_id(c) for c in notebook.cells}
+    missing = set(submission.deleted) - present
+    if missing:
+        raise ValueError(f"demo student {submission.student} deletes missing cells {sorted(missing)}")
+    notebook.cells = [c for c in notebook.cells if _grade_id(c) not in submission.deleted]
     for cell in notebook.cells:
         grade_id = _grade_id(cell)
         if grade_id in submission.cells:
