@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+import nbformat
 from nbgrader.apps import NbGraderAPI
 from nbgrader.converters import GenerateSolution
 from nbgrader.coursedir import CourseDirectory
@@ -47,6 +48,23 @@ def assignment_ids(root: Path = REPO_ROOT) -> list[str]:
     return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
 
 
+def hidden_test_lines(notebook_paths) -> set[str]:
+    """The meaningful lines that stand only between BEGIN and END HIDDEN TESTS in these notebooks:
+    what release/ and feedback must never show."""
+    hidden, visible = set(), set()
+    for path in notebook_paths:
+        inside = False
+        for cell in nbformat.read(path, as_version=4).cells:
+            for line in cell.source.splitlines():
+                if "BEGIN HIDDEN TESTS" in line:
+                    inside = True
+                elif "END HIDDEN TESTS" in line:
+                    inside = False
+                elif len(line.strip()) > 12 and not line.strip().startswith(("#", ")", "]")):
+                    (hidden if inside else visible).add(line.strip())
+    return hidden - visible
+
+
 def require_success(result: dict, what: str) -> dict:
     """Raise CourseError with nbgrader's log when an API call reports failure."""
     if not result.get("success"):
@@ -64,8 +82,8 @@ def generate_solution(api: NbGraderAPI, assignment: str) -> None:
     with temp_attrs(api.coursedir, assignment_id=assignment):
         app = GenerateSolution(coursedir=api.coursedir, parent=api)
         app.force = True
-        log = capture_log(app)
-    require_success(log, f"generate_solution {assignment}")
+        result = capture_log(app)
+    require_success(result, f"generate_solution {assignment}")
 
 
 def regenerate(root: Path = REPO_ROOT, assignments: list[str] | None = None) -> list[str]:

@@ -13,7 +13,7 @@ import re
 import nbformat
 import pytest
 
-from course_tools.course import REPO_ROOT, assignment_ids
+from course_tools.course import REPO_ROOT, assignment_ids, hidden_test_lines
 from course_tools.demo_class import DEMO_ROOT, load_demo_class
 from course_tools.grade import export_grades, grade_demo_class
 
@@ -31,17 +31,6 @@ def pytest_generate_tests(metafunc):
 def feedback_text(course, assignment, student) -> str:
     [page] = (course / "feedback" / student / assignment).glob("*.html")
     return html.unescape(re.sub(r"<[^>]+>", " ", page.read_text()))
-
-
-def hidden_only_lines(course, assignment) -> set[str]:
-    """Lines of the hidden tests that appear nowhere else in the source notebooks."""
-    text = "\n".join(c.source for p in (course / "source" / assignment).glob("*.ipynb")
-                     for c in nbformat.read(p, as_version=4).cells)
-    blocks = re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", text, re.S)
-    hidden = {line.strip() for block in blocks for line in block.splitlines() if len(line.strip()) > 20}
-    visible = {line.strip() for line in
-               re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", text, flags=re.S).splitlines()}
-    return hidden - visible
 
 
 def test_every_assignment_has_a_demo_class():
@@ -82,7 +71,7 @@ class GradedDemoClass:
         text = feedback_text(released_course, self.assignment, student)
         assert "BEGIN HIDDEN TESTS" not in text
         shown = {line.strip() for line in text.splitlines()}
-        leaked = hidden_only_lines(released_course, self.assignment) & shown
+        leaked = hidden_test_lines((released_course / "source" / self.assignment).glob("*.ipynb")) & shown
         assert not leaked, f"{student}'s feedback shows hidden test code: {sorted(leaked)[:2]}"
         says = graded[student].submission.says
         assert says in text, f"{student}'s feedback should say {says!r}"

@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_tools.course import REPO_ROOT, assignment_ids, generate_solution, open_course
+from course_tools.course import REPO_ROOT, assignment_ids, generate_solution, hidden_test_lines, open_course
 
 ASSIGNMENTS = assignment_ids(REPO_ROOT)
 GRADE_ID = re.compile(r"^ex\d+_(spec|\d+_(solution|test))$")
@@ -18,20 +18,6 @@ def notebooks_of(folder: Path) -> list[Path]:
 
 def nbgrader_meta(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def hidden_test_lines(notebook) -> set[str]:
-    """The meaningful lines that appear only between BEGIN and END HIDDEN TESTS in a notebook."""
-    hidden_lines, visible_lines, hidden = set(), set(), False
-    for cell in notebook.cells:
-        for line in cell.source.splitlines():
-            if "BEGIN HIDDEN TESTS" in line:
-                hidden = True
-            elif "END HIDDEN TESTS" in line:
-                hidden = False
-            elif len(line.strip()) > 12 and not line.strip().startswith(("#", ")", "]")):
-                (hidden_lines if hidden else visible_lines).add(line.strip())
-    return hidden_lines - visible_lines
 
 
 def source_notebooks():
@@ -66,7 +52,7 @@ def test_source_is_authored_cleanly(path):
 
 def test_release_holds_no_solution_or_hidden_test():
     """Everything under release/ is what students get: no solution, no hidden test, stubs in place."""
-    hidden = set().union(*(hidden_test_lines(nbformat.read(p, as_version=4)) for p in source_notebooks()))
+    hidden = set().union(*(hidden_test_lines([p]) for p in source_notebooks()))
     assert hidden, "the source notebooks should have hidden tests"
     for path in (REPO_ROOT / "release").rglob("*"):
         if not path.is_file():
