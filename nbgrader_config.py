@@ -2,9 +2,22 @@
 
 from pathlib import Path
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearHiddenTests,
+    ClearOutput,
+    DeduplicateIds,
+    GetGrades,
+    IgnorePattern,
+    LimitOutput,
+    OverwriteCells,
+    OverwriteKernelspec,
+    SaveAutoGrades,
+)
 
+from course_tools.execute import GuardedExecute, RestoreCellOrder
 from course_tools.feedback import ConciseErrors
 
 c = get_config()  # noqa: F821 - provided by traitlets when it executes this file
@@ -56,4 +69,28 @@ c.GenerateFeedback.preprocessors = [
     CSSHTMLHeaderPreprocessor,
     ClearHiddenTests,
     ConciseErrors,
+]
+
+# Before running a submission: nbgrader's clean-up, then the release's cell order and any deleted
+# read-only cell (the setup cell, say) restored, so that each test runs after the code it tests.
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    DeduplicateIds,
+    OverwriteKernelspec,
+    OverwriteCells,
+    RestoreCellOrder,
+    CheckCellMetadata,
+]
+
+# Grade every submission to completion, whatever its code does: GuardedExecute survives dying
+# kernels and output floods, sandboxes each kernel (bubblewrap) where the machine allows, and
+# undoes patching of checks, torch and builtins before each test (course_tools/execute.py).
+c.Autograde.autograde_preprocessors = [
+    GuardedExecute,
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
 ]

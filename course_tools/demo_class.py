@@ -7,8 +7,11 @@ A submission is described by tests/demo_class/<assignment>/<student>.py:
     # loses: ex1_1_test [more grade ids of test cells that must fail]
     # says: a phrase its feedback must contain (the diagnosis the student should read)
     # delete: ex5_1_test [more grade ids of cells the student deleted from the notebook]
+    # move: ex1_1_test before ex1_1_solution    (the student moved a cell)
+    # retype: ex2_1_test markdown               (the student changed a cell's type)
+    # needs: sandbox                            (grades as declared only in a sandboxed grader)
     # %% ex1_1_solution
-    <the student's code for that solution cell>
+    <the student's code for that cell: a solution cell, or a read-only cell they edited>
 
 With base "solution" every solution cell holds the worked answer from source/ (as a student
 would type it, without the solution markers) unless the file gives its own code for that cell.
@@ -26,7 +29,7 @@ import nbformat
 from course_tools.course import REPO_ROOT
 
 DEMO_ROOT = REPO_ROOT / "tests" / "demo_class"
-_HEADER = re.compile(r"^# (about|base|loses|says|delete):(.*)$")
+_HEADER = re.compile(r"^# (about|base|loses|says|delete|move|retype|needs):(.*)$")
 _CELL = re.compile(r"^# %% (\S+)\s*$")
 _MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
@@ -41,6 +44,9 @@ class DemoSubmission:
     loses: tuple[str, ...]
     says: str = ""
     deleted: tuple[str, ...] = ()
+    moved: tuple[str, str] | None = None
+    retyped: tuple[str, str] | None = None
+    needs_sandbox: bool = False
     cells: dict[str, str] = field(default_factory=dict)
 
 
@@ -72,8 +78,24 @@ def parse_submission(path: Path) -> DemoSubmission:
         loses=tuple(header.get("loses", "").split()),
         says=header.get("says", ""),
         deleted=tuple(header.get("delete", "").split()),
+        moved=_pair(path, header, "move", "before"),
+        retyped=_pair(path, header, "retype", None),
+        needs_sandbox=header.get("needs", "") == "sandbox",
         cells={name: "\n".join(lines).strip("\n") for name, lines in cells.items()},
     )
+
+
+def _pair(path: Path, header: dict[str, str], key: str, joiner: str | None) -> tuple[str, str] | None:
+    if key not in header:
+        return None
+    words = header[key].split()
+    if joiner:
+        if len(words) != 3 or words[1] != joiner:
+            raise ValueError(f"{path}: write '# {key}: <grade_id> {joiner} <grade_id>'")
+        return words[0], words[2]
+    if len(words) != 2:
+        raise ValueError(f"{path}: write '# {key}: <grade_id> <cell type>'")
+    return words[0], words[1]
 
 
 def load_demo_class(assignment: str, demo_root: Path = DEMO_ROOT) -> list[DemoSubmission]:
@@ -99,15 +121,13 @@ def build_notebook(submission: DemoSubmission, source_nb, release_nb):
     notebook = nbformat.from_dict(release_nb)
     answers = {_grade_id(c): student_code(c.source) for c in source_nb.cells
                if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
-    solution_ids = {_grade_id(c) for c in notebook.cells if _grade_id(c) in answers}
-    unknown = set(submission.cells) - solution_ids
+    present = {_grade_id(c) for c in notebook.cells} - {None}
+    named = set(submission.cells) | set(submission.deleted) | set(submission.moved or ()) | (
+        {submission.retyped[0]} if submission.retyped else set())
+    unknown = named - present
     if unknown:
-        raise ValueError(f"demo student {submission.student} fills unknown solution cells {sorted(unknown)}; "
-                         f"the notebook has {sorted(solution_ids)}")
-    present = {_grade_id(c) for c in notebook.cells}
-    missing = set(submission.deleted) - present
-    if missing:
-        raise ValueError(f"demo student {submission.student} deletes missing cells {sorted(missing)}")
+        raise ValueError(f"demo student {submission.student} names cells {sorted(unknown)} that the "
+                         f"notebook does not have; it has {sorted(present)}")
     notebook.cells = [c for c in notebook.cells if _grade_id(c) not in submission.deleted]
     for cell in notebook.cells:
         grade_id = _grade_id(cell)
@@ -115,6 +135,19 @@ def build_notebook(submission: DemoSubmission, source_nb, release_nb):
             cell.source = submission.cells[grade_id]
         elif submission.base == "solution" and grade_id in answers:
             cell.source = answers[grade_id]
+    if submission.moved:
+        moving, anchor = submission.moved
+        cell = next(c for c in notebook.cells if _grade_id(c) == moving)
+        notebook.cells.remove(cell)
+        position = next(i for i, c in enumerate(notebook.cells) if _grade_id(c) == anchor)
+        notebook.cells.insert(position, cell)
+    if submission.retyped:
+        grade_id, cell_type = submission.retyped
+        position = next(i for i, c in enumerate(notebook.cells) if _grade_id(c) == grade_id)
+        old = notebook.cells[position]
+        new = {"markdown": nbformat.v4.new_markdown_cell, "raw": nbformat.v4.new_raw_cell,
+               "code": nbformat.v4.new_code_cell}[cell_type](old.source, metadata=old.metadata, id=old.id)
+        notebook.cells[position] = new
     return notebook
 
 

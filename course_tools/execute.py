@@ -1,0 +1,328 @@
+"""nbgrader's Execute step, hardened for grading a whole class of submissions.
+
+`GuardedExecute` replaces nbgrader's Execute in `Autograde.autograde_preprocessors`. Each
+submission is still graded to completion, in bounded time, whatever its code does:
+
+- a cell that runs past the timeout is interrupted and scored as an error (nbgrader already does
+  this); if the kernel ignores the interrupt, it is replaced as if it had died;
+- a kernel that dies (os._exit, a segfault, memory beyond the limit) no longer drops the whole
+  submission: the cell that killed it gets an error saying so, a fresh kernel re-runs the cells
+  before it, and grading goes on from the next cell;
+- an output flood is cut at `max_output_chars` per cell while it streams in;
+- each kernel runs in a sandbox (course_tools.sandbox) when the machine can make one;
+- a guard (course_tools.kernel_guard) undoes patching of checks, torch and builtins before each
+  test cell and fails a test during which the code under test patched them.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nbformat
+from jupyter_client.manager import AsyncKernelManager
+from nbclient.exceptions import DeadKernelError
+from nbformat.notebooknode import NotebookNode
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Bool, Integer, Unicode
+
+from course_tools.sandbox import sandbox_status, sandboxed_command
+
+GUARD_NAME = "__course_guard__"
+DIED = "KernelDied"
+TIMED_OUT = "CellTimeoutError"
+TAMPERED = "TamperingDetected"
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """Starts the kernel inside the sandbox, with the grader's memory and CPU limits."""
+
+    memory_limit_bytes = Integer(8 * 2**30, help="data-segment limit of a kernel, in bytes").tag(config=True)
+    cpu_limit_seconds = Integer(3600, help="CPU-time limit of a kernel (setrlimit)").tag(config=True)
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        workdir = str(Path(kw.get("cwd") or Path.cwd()).resolve())
+        kernel_cmd = sandboxed_command(kernel_cmd, workdir, str(Path(self.connection_file).resolve()),
+                                       self.memory_limit_bytes, self.cpu_limit_seconds)
+        await super()._async_launch_kernel(kernel_cmd, **kw)
+
+
+def _bound_names(source: str) -> set[str]:
+    """Global names a cell binds at its top level (imports, assignments, defs)."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        tree = ast.parse(TransformerManager().transform_cell(source))
+    except (SyntaxError, ValueError, ImportError):
+        return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        else:
+            names.update(n.id for n in ast.walk(node)
+                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
+
+
+def _loaded_names(source: str) -> set[str]:
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        tree = ast.parse(TransformerManager().transform_cell(source))
+    except (SyntaxError, ValueError, ImportError):
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _nbgrader(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _is_test(cell) -> bool:
+    meta = _nbgrader(cell)
+    return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def _is_trusted(cell) -> bool:
+    """Read-only cells: nbgrader restored their source from the gradebook before execution."""
+    meta = _nbgrader(cell)
+    read_only = bool(meta.get("locked") or meta.get("grade"))
+    return cell.cell_type == "code" and read_only and not meta.get("solution")
+
+
+def _error(name: str, message: str) -> NotebookNode:
+    return NotebookNode(output_type="error", ename=name, evalue=message, traceback=[f"{name}: {message}"])
+
+
+def _note(text: str) -> NotebookNode:
+    return NotebookNode(output_type="stream", name="stdout", text=text)
+
+
+class _KernelLost(Exception):
+    def __init__(self, index: int, reason: str):
+        super().__init__(reason)
+        self.index = index
+        self.reason = reason
+
+
+class GuardedExecute(Execute):
+    """nbgrader's Execute that survives dying kernels, floods and patching, in a sandbox."""
+
+    sandbox = Unicode("auto", help="'auto': sandbox kernels when bubblewrap works here; 'off': never; "
+                                   "'required': fail grading when it does not work").tag(config=True)
+    guard = Bool(True, help="undo and detect patching of checks, torch and builtins").tag(config=True)
+    max_output_chars = Integer(200_000, help="stream output kept per cell; the rest is cut").tag(config=True)
+    max_kernel_restarts = Integer(3, help="fresh kernels for one notebook after deaths").tag(config=True)
+    interrupt_grace_seconds = Integer(10, help="how long a timed-out kernel may take to answer again"
+                                      ).tag(config=True)
+
+    def create_kernel_manager(self):
+        status = sandbox_status()
+        if self.sandbox == "required" and not status.available:
+            raise RuntimeError(status.message)
+        if self.sandbox != "off" and status.available:
+            self.kernel_manager_class = SandboxedKernelManager
+        else:
+            self.log.warning(status.message if self.sandbox != "off" else "grading is NOT sandboxed (off)")
+        return super().create_kernel_manager()
+
+    # -- output flood -------------------------------------------------------------------------
+
+    def output(self, outs, msg, display_id, cell_index):
+        if msg["msg_type"] == "stream":
+            used = sum(len(o.get("text", "")) for o in outs if o.get("output_type") == "stream")
+            if used >= self.max_output_chars:
+                return None
+            text = msg["content"].get("text", "")
+            if used + len(text) > self.max_output_chars:
+                cut = f"\n... output cut at {self.max_output_chars:,} characters ...\n"
+                kept = text[: self.max_output_chars - used] + cut
+                msg = {**msg, "content": {**msg["content"], "text": kept}}
+        return super().output(outs, msg, display_id, cell_index)
+
+    # -- the guard ----------------------------------------------------------------------------
+
+    def _run_quietly(self, code: str, timeout: int = 60) -> NotebookNode:
+        """Run grader code in the kernel; return the cell so that its outputs can be read."""
+        cell = NotebookNode(cell_type="code", source=code, metadata={}, outputs=[], execution_count=None)
+        # nbclient stores an executed cell back at its index: give this one a slot of its own.
+        self.nb.cells.append(cell)
+        saved_timeout, self.timeout = self.timeout, timeout
+        try:
+            self.execute_cell(cell, len(self.nb.cells) - 1, store_history=False)
+        finally:
+            self.timeout = saved_timeout
+            self.nb.cells.pop()
+        return cell
+
+    def _guard_call(self, expression: str) -> list[str]:
+        cell = self._run_quietly(
+            f"print('\\x1f'.join({GUARD_NAME}.{expression}))" if self.guard else "print('')")
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        if errors:
+            return [f"the grader's guard itself ({errors[0].ename}: {errors[0].evalue})"]
+        text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream").strip()
+        return [item for item in text.split("\x1f") if item]
+
+    def _install_guard(self) -> None:
+        if not self.guard:
+            return
+        source = (Path(__file__).parent / "kernel_guard.py").read_text()
+        cell = self._run_quietly(
+            "def _install_course_guard(source):\n"
+            "    namespace = {'__name__': '_course_guard'}\n"
+            "    exec(compile(source, 'course_guard', 'exec'), namespace)\n"
+            "    return namespace['install']()\n"
+            f"{GUARD_NAME} = _install_course_guard({source!r})\n"
+            "del _install_course_guard\n"
+            f"get_ipython().user_ns_hidden[{GUARD_NAME!r}] = {GUARD_NAME}\n", timeout=300)
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        if errors:
+            raise RuntimeError(f"the grading guard failed to start: {errors[0].ename}: {errors[0].evalue}")
+
+    # -- running the notebook -----------------------------------------------------------------
+
+    def _run_cell(self, index: int) -> None:
+        cell = self.nb.cells[index]
+        testing = self.guard and _is_test(cell)
+        restored = []
+        if testing:
+            restored = self._guard_call(f"restore(globals(), {sorted(_loaded_names(cell.source))!r})")
+        try:
+            self.execute_cell(cell, index, store_history=True)
+        except DeadKernelError as error:
+            raise _KernelLost(index, "died") from error
+        if any(o.output_type == "error" and o.ename == TIMED_OUT for o in cell.outputs):
+            self._failed_cells.add(index)
+            self._check_responsive(index)
+        if testing:
+            bound = sorted(_bound_names(cell.source))
+            tampered = self._guard_call(f"tampered(globals(), {bound!r})")
+            if restored:
+                cell.outputs.insert(0, _note(
+                    "The grader restored what the notebook's code had replaced before this test ran: "
+                    + ", ".join(restored) + ". Tests run with the real functions.\n"))
+            if tampered:
+                cell.outputs.append(_error(TAMPERED, "while this test ran, the code under test replaced "
+                                           + ", ".join(tampered) + "; the test does not count."))
+                self._guard_call("restore(globals())")
+        if self.guard and _is_trusted(cell):
+            self._guard_call(f"remember(globals(), {sorted(_bound_names(cell.source))!r}) or ()")
+
+    def _check_responsive(self, index: int) -> None:
+        """After a timeout: a kernel that does not answer a trivial request is lost."""
+        probe = self._run_quietly("pass", timeout=self.interrupt_grace_seconds)
+        if any(o.output_type == "error" for o in probe.outputs):
+            raise _KernelLost(index, "unresponsive")
+
+    def _record_loss(self, lost: _KernelLost) -> None:
+        cell = self.nb.cells[lost.index]
+        self._failed_cells.add(lost.index)
+        if lost.reason == "died":
+            message = ("the kernel died while running this cell (os._exit, a crash, or memory beyond the "
+                       "grader's limit). A fresh kernel re-ran the cells above and grading went on "
+                       "from the next cell.")
+        else:
+            message = (f"this cell was still running {self.timeout} s after it started, and kept running "
+                       "after the interrupt. A fresh kernel re-ran the cells above and grading went on "
+                       "from the next cell.")
+        if not any(o.output_type == "error" for o in cell.outputs) or lost.reason == "died":
+            cell.outputs.append(_error(DIED, message))
+        else:
+            cell.outputs.append(_note(message + "\n"))
+
+    def _not_run(self, start: int) -> None:
+        for cell in self.nb.cells[start:]:
+            if cell.cell_type == "code":
+                cell.outputs = [_error(DIED, "not run: the kernel died too many times in the cells above")]
+
+    def preprocess(self, nb, resources=None, km=None):
+        from nbclient import NotebookClient
+
+        NotebookClient.__init__(self, nb, km)
+        self.reset_execution_trackers()
+        self._check_assign_resources(resources)
+        self._failed_cells: set[int] = set()
+        code_cells = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
+        start, restarts = 0, 0
+        while True:
+            try:
+                with self.setup_kernel():
+                    info = self.wait_for_reply(self.kc.kernel_info())
+                    self.nb.metadata["language_info"] = info["content"]["language_info"]
+                    self._install_guard()
+                    replay = [i for i in code_cells if i < start and i not in self._failed_cells]
+                    for index in replay + [i for i in code_cells if i >= start]:
+                        self._run_cell(index)
+                break
+            except _KernelLost as lost:
+                self.km, self.kc = None, None
+                self._record_loss(lost)
+                restarts += 1
+                start = lost.index + 1
+                self.log.warning("kernel lost (%s) in cell %d; %s", lost.reason, lost.index,
+                                 "restarting" if restarts <= self.max_kernel_restarts else "giving up")
+                if restarts > self.max_kernel_restarts:
+                    self._not_run(start)
+                    break
+        self.set_widgets_metadata()
+        return self.nb, self.resources
+
+
+class RestoreCellOrder(NbGraderPreprocessor):
+    """Put the read-only and graded cells back in the release's order, and bring back deleted
+    read-only cells (the setup cell, for one), so that every test runs after the code it tests.
+
+    Runs after OverwriteCells (which restores the content and type of those cells, and deleted
+    test cells). A student's own cells travel with the nbgrader cell above them.
+    """
+
+    def preprocess(self, nb, resources):
+        release = self._release_notebook(resources)
+        if release is None:
+            return nb, resources
+        order = [_grade_id(c) for c in release.cells if _grade_id(c)]
+        rank = {grade_id: position for position, grade_id in enumerate(order)}
+        head, blocks = [], []
+        for cell in nb.cells:
+            if _grade_id(cell) in rank:
+                blocks.append([cell])
+            elif blocks:
+                blocks[-1].append(cell)
+            else:
+                head.append(cell)
+        present = {_grade_id(block[0]) for block in blocks}
+        for cell in release.cells:
+            grade_id = _grade_id(cell)
+            if grade_id and grade_id not in present and _nbgrader(cell).get("locked"):
+                self.log.warning("Restoring deleted read-only cell %s", grade_id)
+                restored = nbformat.from_dict(cell)
+                if restored.cell_type == "code":
+                    restored.outputs, restored.execution_count = [], None
+                blocks.append([restored])
+        if [_grade_id(b[0]) for b in blocks] != sorted((_grade_id(b[0]) for b in blocks), key=rank.get):
+            self.log.warning("Restoring the release's cell order")
+        blocks.sort(key=lambda block: rank[_grade_id(block[0])])
+        nb.cells = head + [cell for block in blocks for cell in block]
+        return nb, resources
+
+    def _release_notebook(self, resources):
+        coursedir = CourseDirectory(config=self.config)
+        info = resources["nbgrader"]
+        path = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / (
+            info["notebook"] + ".ipynb")
+        if not path.exists():
+            self.log.warning("No release notebook at %s: the cell order is not checked", path)
+            return None
+        return nbformat.read(path, as_version=4)
+
+    def preprocess_cell(self, cell, resources, index):
+        return cell, resources
+
+
+def _grade_id(cell) -> str | None:
+    return _nbgrader(cell).get("grade_id")
