@@ -10,6 +10,7 @@ A submission is described by tests/demo_class/<assignment>/<student>.py:
     # move: ex1_1_test before ex1_1_solution    (the student moved a cell)
     # retype: ex2_1_test markdown               (the student changed a cell's type)
     # needs: sandbox                            (grades as declared only in a sandboxed grader)
+    # kind: broken | hostile                    (default: by name, or a realistic mistake)
     # %% ex1_1_solution
     <the student's code for that cell: a solution cell, or a read-only cell they edited>
 
@@ -29,7 +30,7 @@ import nbformat
 from course_tools.course import REPO_ROOT
 
 DEMO_ROOT = REPO_ROOT / "tests" / "demo_class"
-_HEADER = re.compile(r"^# (about|base|loses|says|delete|move|retype|needs):(.*)$")
+_HEADER = re.compile(r"^# (about|base|loses|says|delete|move|retype|needs|kind):(.*)$")
 _CELL = re.compile(r"^# %% (\S+)\s*$")
 _MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
@@ -47,7 +48,29 @@ class DemoSubmission:
     moved: tuple[str, str] | None = None
     retyped: tuple[str, str] | None = None
     needs_sandbox: bool = False
+    declared_kind: str = ""
     cells: dict[str, str] = field(default_factory=dict)
+
+
+KINDS = {
+    "reference": "the worked solution",
+    "untouched": "the release, handed in untouched",
+    "alternative": "correct, written another way",
+    "mistake": "a realistic mistake",
+    "broken": "broken notebook or runaway code",
+    "hostile": "tries to pass without solving",
+}
+
+
+def kind_of(submission: DemoSubmission) -> str:
+    """One of KINDS: declared with '# kind:', or read from the name and the points it loses."""
+    if submission.declared_kind:
+        return submission.declared_kind
+    if submission.student in ("reference", "untouched"):
+        return submission.student
+    if submission.student.startswith("alternative_"):
+        return "alternative"
+    return "mistake" if submission.loses else "alternative"
 
 
 def parse_submission(path: Path) -> DemoSubmission:
@@ -71,6 +94,8 @@ def parse_submission(path: Path) -> DemoSubmission:
         raise ValueError(f"{path}: '# base:' must be 'solution' or 'release', got {base!r}")
     if "about" not in header:
         raise ValueError(f"{path}: add an '# about:' line saying what this student did")
+    if header.get("kind", "broken") not in ("broken", "hostile"):
+        raise ValueError(f"{path}: '# kind:' is 'broken' or 'hostile', got {header['kind']!r}")
     return DemoSubmission(
         student=path.stem,
         about=header["about"],
@@ -81,6 +106,7 @@ def parse_submission(path: Path) -> DemoSubmission:
         moved=_pair(path, header, "move", "before"),
         retyped=_pair(path, header, "retype", None),
         needs_sandbox=header.get("needs", "") == "sandbox",
+        declared_kind=header.get("kind", ""),
         cells={name: "\n".join(lines).strip("\n") for name, lines in cells.items()},
     )
 

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import nbformat
 from jupyter_client.manager import AsyncKernelManager
-from nbclient.exceptions import DeadKernelError
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Dict, Integer, Unicode
 
 from course_tools.sandbox import sandbox_status, sandboxed_command
 
@@ -117,6 +117,12 @@ class GuardedExecute(Execute):
     guard = Bool(True, help="undo and detect patching of checks, torch and builtins").tag(config=True)
     max_output_chars = Integer(200_000, help="stream output kept per cell; the rest is cut").tag(config=True)
     max_kernel_restarts = Integer(3, help="fresh kernels for one notebook after deaths").tag(config=True)
+    error_on_timeout = Dict({
+        "ename": TIMED_OUT,
+        "evalue": "this cell was still running at the grader's time limit and was interrupted: look for a "
+                  "loop that never ends, or work far larger than the exercise asks for",
+        "traceback": [f"{TIMED_OUT}: this cell was still running at the grader's time limit"],
+    }, help="the error a cell gets when it runs past the timeout").tag(config=True)
     interrupt_grace_seconds = Integer(10, help="how long a timed-out kernel may take to answer again"
                                       ).tag(config=True)
 
@@ -196,6 +202,9 @@ class GuardedExecute(Execute):
             self.execute_cell(cell, index, store_history=True)
         except DeadKernelError as error:
             raise _KernelLost(index, "died") from error
+        except CellTimeoutError as error:
+            # The time limit passed and, after the interrupt, the kernel never went idle.
+            raise _KernelLost(index, "unresponsive") from error
         if any(o.output_type == "error" and o.ename == TIMED_OUT for o in cell.outputs):
             self._failed_cells.add(index)
             self._check_responsive(index)
@@ -215,7 +224,10 @@ class GuardedExecute(Execute):
 
     def _check_responsive(self, index: int) -> None:
         """After a timeout: a kernel that does not answer a trivial request is lost."""
-        probe = self._run_quietly("pass", timeout=self.interrupt_grace_seconds)
+        try:
+            probe = self._run_quietly("pass", timeout=self.interrupt_grace_seconds)
+        except (CellTimeoutError, DeadKernelError) as error:
+            raise _KernelLost(index, "unresponsive") from error
         if any(o.output_type == "error" for o in probe.outputs):
             raise _KernelLost(index, "unresponsive")
 
@@ -228,8 +240,8 @@ class GuardedExecute(Execute):
                        "from the next cell.")
         else:
             message = (f"this cell was still running {self.timeout} s after it started, and kept running "
-                       "after the interrupt. A fresh kernel re-ran the cells above and grading went on "
-                       "from the next cell.")
+                       "after the interrupt (does it catch KeyboardInterrupt?). A fresh kernel re-ran the "
+                       "cells above and grading went on from the next cell.")
         if not any(o.output_type == "error" for o in cell.outputs) or lost.reason == "died":
             cell.outputs.append(_error(DIED, message))
         else:

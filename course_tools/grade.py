@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +14,8 @@ from nbgrader.api import Gradebook
 from nbgrader.plugins.export import CsvExportPlugin
 
 from course_tools.course import REPO_ROOT, assignment_ids, open_course, regenerate, require_success
-from course_tools.demo_class import DEMO_ROOT, DemoSubmission, write_submissions
+from course_tools.demo_class import DEMO_ROOT, KINDS, DemoSubmission, kind_of, write_submissions
+from course_tools.sandbox import sandbox_status
 
 
 @dataclass
@@ -22,6 +25,7 @@ class GradedSubmission:
     submission: DemoSubmission
     scores: dict[str, float]
     max_scores: dict[str, float]
+    seconds: float | None = None
 
     @property
     def total(self) -> float:
@@ -58,7 +62,9 @@ def grade_demo_class(root: Path, assignment: str, demo_root: Path = DEMO_ROOT) -
     """Hand in the demo class, autograde it in one call, write feedback, and read the gradebook."""
     api = open_course(root)
     submissions = write_submissions(root, assignment, demo_root)
+    started = time.time()
     require_success(api.autograde(assignment, "*", force=True, create=True), f"autograde {assignment}")
+    seconds = grading_seconds(Path(root), assignment, [s.student for s in submissions], started)
     require_success(api.generate_feedback(assignment, force=True), f"generate_feedback {assignment}")
     with Gradebook(api.coursedir.db_url, api.coursedir.course_id) as gradebook:
         recorded = read_scores(gradebook, assignment)
@@ -66,8 +72,44 @@ def grade_demo_class(root: Path, assignment: str, demo_root: Path = DEMO_ROOT) -
     for submission in submissions:
         if submission.student not in recorded:
             raise RuntimeError(f"{submission.student} has no grades for {assignment} in the gradebook")
-        graded.append(GradedSubmission(submission, *recorded[submission.student]))
+        graded.append(GradedSubmission(submission, *recorded[submission.student],
+                                       seconds=seconds.get(submission.student)))
     return graded
+
+
+def grading_seconds(root: Path, assignment: str, students: list[str], started: float) -> dict[str, float]:
+    """How long each submission took inside the one autograde call: nbgrader grades them one after
+    another and writes each autograded notebook when it is done, so the gaps between those writes
+    are the per-submission times."""
+    finished = {}
+    for student in students:
+        notebooks = list((root / "autograded" / student / assignment).glob("*.ipynb"))
+        if notebooks:
+            finished[student] = max(path.stat().st_mtime for path in notebooks)
+    seconds, previous = {}, started
+    for student, when in sorted(finished.items(), key=lambda item: item[1]):
+        seconds[student], previous = when - previous, when
+    return seconds
+
+
+def corpus_summary(graded_by_assignment: dict[str, list[GradedSubmission]]) -> str:
+    """How many submissions of each kind every demo class holds, how they grade, and the median time
+    to grade one submission of each lesson."""
+    assignments = list(graded_by_assignment)
+    lines = ["kind of submission                      " + "  ".join(f"{a[:2]:>3}" for a in assignments)
+             + "   graded as declared"]
+    for kind, label in KINDS.items():
+        classes = graded_by_assignment.values()
+        counts = [sum(kind_of(g.submission) == kind for g in graded) for graded in classes]
+        matching = [g for graded in classes for g in graded if kind_of(g.submission) == kind]
+        ok = sum(g.as_expected for g in matching)
+        lines.append(f"{label:<40}" + "  ".join(f"{c:>3}" for c in counts) + f"   {ok} of {len(matching)}")
+    medians = []
+    for graded in graded_by_assignment.values():
+        times = [g.seconds for g in graded if g.seconds is not None]
+        medians.append(f"{statistics.median(times):>3.0f}" if times else "  -")
+    lines.append(f"{'median seconds to grade one submission':<40}" + "  ".join(medians))
+    return "\n".join(lines)
 
 
 def export_grades(root: Path, destination: Path) -> None:
@@ -87,6 +129,8 @@ def score_table(assignment: str, graded: list[GradedSubmission]) -> str:
     for g in graded:
         row = "  ".join(f"{g.scores.get(c, 0):>4g}" for c in cells)
         verdict = "ok" if g.as_expected else f"UNEXPECTED (lost {', '.join(g.lost) or 'nothing'})"
+        if not g.as_expected and g.submission.needs_sandbox and not sandbox_status().available:
+            verdict = "as expected without a sandbox: it cheated successfully"
         totals = f"{g.total:>5g}  {g.expected_total:>8g}"
         lines.append(f"{g.submission.student:<{width}}  {row}   {totals}  {verdict}")
     maximum = sum(graded[0].max_scores.values())
@@ -105,15 +149,19 @@ def main(argv: list[str] | None = None) -> int:
     root = REPO_ROOT
     if not args.skip_regenerate:
         regenerate(root)
-    all_ok = True
+    print(sandbox_status().message, flush=True)
+    all_ok, graded_by_assignment = True, {}
     for assignment in assignment_ids(root):
         if not (DEMO_ROOT / assignment).is_dir():
             print(f"{assignment}: no demo class yet, skipped")
             continue
         print(f"grading the {assignment} demo class in one nbgrader call ...", flush=True)
         graded = grade_demo_class(root, assignment)
+        graded_by_assignment[assignment] = graded
         print(score_table(assignment, graded))
-        all_ok &= all(g.as_expected for g in graded)
+        all_ok &= all(g.as_expected for g in graded
+                      if sandbox_status().available or not g.submission.needs_sandbox)
+    print(corpus_summary(graded_by_assignment))
     export_grades(root, root / "grades.csv")
     print(f"feedback: {root / 'feedback'}/<student>/<assignment>/   grades: {root / 'grades.csv'}")
     return 0 if all_ok else 1

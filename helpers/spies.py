@@ -403,10 +403,17 @@ def record_host_syncs() -> Iterator[SyncLog]:
             return original(self, *args, **kwargs)
         return method
 
+    # Most of these methods live on torch's C base class: put back exactly what Tensor itself held,
+    # so that no copy of an inherited method stays behind on Tensor.
+    held = vars(torch.Tensor)
+    own = {method: held[method] for method in _SYNC_METHODS.values() if method in held}
     for name, method in _SYNC_METHODS.items():
         setattr(torch.Tensor, method, counting(name, originals[name]))
     try:
         yield log
     finally:
-        for name, method in _SYNC_METHODS.items():
-            setattr(torch.Tensor, method, originals[name])
+        for method in _SYNC_METHODS.values():
+            if method in own:
+                setattr(torch.Tensor, method, own[method])
+            else:
+                delattr(torch.Tensor, method)

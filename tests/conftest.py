@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+DEMO_CELL_TIMEOUT_S = 40
 
 
 def copy_course(destination: Path) -> Path:
@@ -23,6 +24,10 @@ def released_course(tmp_path_factory):
     from course_tools.course import assignment_ids, generate_release, open_course
 
     root = copy_course(tmp_path_factory.mktemp("course"))
+    with (root / "nbgrader_config.py").open("a") as config:
+        # The demo classes hold code that never ends; the course's 300 s per cell would make each
+        # such submission cost five minutes. Every honest cell runs in a few seconds.
+        config.write(f"\nc.Execute.timeout = {DEMO_CELL_TIMEOUT_S}\n")
     api = open_course(root)
     for assignment in assignment_ids(root):
         generate_release(api, assignment)

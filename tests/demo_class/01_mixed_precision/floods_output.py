@@ -1,4 +1,5 @@
 # about: Right answers, but prints a debugging line 300,000 times: the output is cut, grading goes on.
+# kind: broken
 # base: solution
 # loses:
 # %% ex4_1_solution

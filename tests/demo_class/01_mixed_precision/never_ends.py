@@ -1,4 +1,5 @@
 # about: Exercise 2 loops forever: the grader interrupts it at the cell timeout, the rest keeps its points.
+# kind: broken
 # base: solution
 # loses: ex2_1_test
 # says: still running at the grader's time limit

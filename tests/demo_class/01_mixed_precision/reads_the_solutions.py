@@ -1,4 +1,5 @@
 # about: Tries to pass by reading the solutions in source/ (and the gradebook) from disk: the sandbox shows it neither.
+# kind: hostile
 # base: solution
 # loses: ex1_1_test
 # says: solutions or gradebook found: 0

@@ -1,4 +1,5 @@
 # about: Steps every micro-batch and replaced exercise 1's test with a print: the real test is restored and fails.
+# kind: broken
 # base: solution
 # loses: ex1_1_test
 # says: optimizer.step() ran 8 times for 8 micro-batches with accum_steps=4

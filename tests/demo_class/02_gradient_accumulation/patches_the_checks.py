@@ -1,4 +1,5 @@
 # about: Skips exercise 1 and replaces helpers' check_updates with a no-op: the grader restores it.
+# kind: hostile
 # base: solution
 # loses: ex1_1_test
 # says: The grader restored what the notebook's code had replaced

@@ -1,4 +1,5 @@
 # about: Exercise 1 trains nothing and, when the test calls it, disables the check that follows: the test does not count.
+# kind: hostile
 # base: solution
 # loses: ex1_1_test
 # says: the test does not count

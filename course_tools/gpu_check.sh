@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# `make gpu-check` and `make gpu-wheels`: the GPU check (course_tools/gpu_check.py) in an
+# environment of its own, on a machine that may have no internet.
+#
+#   course_tools/gpu_check.sh [ARGS...]          python -m course_tools.gpu_check ARGS... (--out DIR,
+#                                                --skip-nbval, --self-test)
+#   course_tools/gpu_check.sh --wheels           download into gpu-wheels/ the wheels the check needs
+#                                                besides torch (CPython 3.12, x86_64 Linux)
+#   course_tools/gpu_check.sh --print-requirements
+#
+# The check uses the machine's own torch and never installs one. Interpreter: $GPU_PYTHON, else the
+# first of python3, python and .venv/bin/python that imports torch (preferring one whose torch sees
+# a CUDA GPU). When it already has nbval, pytest and the rest, the check runs there. Otherwise a
+# virtual environment $GPU_VENV (.venv-gpu/) is created with --system-site-packages, so that it sees
+# that torch, and the rest is installed into it: with --no-index from $GPU_WHEELS (gpu-wheels/) when
+# that folder holds wheels, else from the package index.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WHEELS=${GPU_WHEELS:-gpu-wheels}
+VENV=${GPU_VENV:-.venv-gpu}
+PY_VERSION=${GPU_PYTHON_VERSION:-3.12}
+# pip download matches a --platform tag exactly (only manylinux2014/2010 imply older ones), so list
+# every glibc level up to 2.28, the level the torch wheels themselves need.
+PLATFORMS=${GPU_PLATFORMS:-manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64
+manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux2010_x86_64 manylinux1_x86_64}
+# What the check imports; ipywidgets (tqdm's notebook bars) is installed but not required.
+MODULES="torch nbval pytest nbformat nbclient jupyter_client ipykernel matplotlib tqdm numpy"
+
+requirements() {
+  # requirements.txt's bounds for what the check needs (never torch), then what they leave implicit.
+  grep -iE '^(nbval|pytest|ipykernel|ipywidgets|matplotlib|numpy|tqdm)[[:space:]]*([<>=!~;]|$)' requirements.txt
+  printf '%s\n' nbformat nbclient jupyter_client
+}
+
+has_modules() {  # has_modules PYTHON MODULE...: true when PYTHON finds every module
+  "$1" - "${@:2}" <<'PY' 2>/dev/null
+import importlib.util
+import sys
+
+sys.exit(0 if all(importlib.util.find_spec(name) for name in sys.argv[1:]) else 1)
+PY
+}
+
+download_wheels() {
+  local python=${PYTHON:-python3} platform_args=() platform
+  for platform in $PLATFORMS; do platform_args+=(--platform "$platform"); done
+  mkdir -p "$WHEELS"
+  requirements >"$WHEELS/requirements.txt"
+  "$python" -m pip download --disable-pip-version-check --dest "$WHEELS" --only-binary=:all: \
+    --python-version "$PY_VERSION" --implementation cp --abi "cp${PY_VERSION/./}" \
+    "${platform_args[@]}" -r "$WHEELS/requirements.txt"
+  echo "gpu-wheels: $(find "$WHEELS" -name '*.whl' | wc -l) wheels, $(du -sh "$WHEELS" | cut -f1) in" \
+    "$WHEELS/ (CPython $PY_VERSION, x86_64 Linux, torch not included); copy that folder into the" \
+    "repository on the GPU machine and run make gpu-check there"
+}
+
+choose_python() {
+  if [ -n "${GPU_PYTHON:-}" ]; then
+    echo "$GPU_PYTHON"
+    return
+  fi
+  local candidate first=""
+  for candidate in python3 python .venv/bin/python; do
+    command -v "$candidate" >/dev/null 2>&1 || continue
+    has_modules "$candidate" torch || continue
+    if "$candidate" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+      echo "$candidate"
+      return
+    fi
+    first=${first:-$candidate}
+  done
+  echo "$first"
+}
+
+run_check() {
+  local python source_args=()
+  python=$(choose_python)
+  if [ -z "$python" ] || ! has_modules "$python" torch; then
+    echo "gpu-check: no Python with torch found (tried ${GPU_PYTHON:-python3, python, .venv/bin/python});" \
+      "set GPU_PYTHON to the interpreter that has this machine's torch" >&2
+    exit 2
+  fi
+  # shellcheck disable=SC2086
+  if ! has_modules "$python" $MODULES; then
+    if [ ! -x "$VENV/bin/python" ]; then
+      echo "gpu-check: creating $VENV/ from $python (--system-site-packages: it keeps that torch)"
+      "$python" -m venv --system-site-packages "$VENV"
+    fi
+    # The repository on the environment's path, as `pip install -e .` would do, with nothing to build.
+    "$VENV/bin/python" - "$PWD" <<'PY'
+import pathlib
+import sys
+import sysconfig
+
+pathlib.Path(sysconfig.get_paths()["purelib"], "course_repository.pth").write_text(sys.argv[1] + "\n")
+PY
+    if compgen -G "$WHEELS/*.whl" >/dev/null; then
+      source_args=(--no-index --find-links "$WHEELS")
+      echo "gpu-check: installing what the check needs from $WHEELS/ (no index)"
+    else
+      echo "gpu-check: no wheels in $WHEELS/, installing from the package index" \
+        "(on an offline machine, run make gpu-wheels elsewhere and copy $WHEELS/ here)"
+    fi
+    requirements >"$VENV/gpu-requirements.txt"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet \
+      ${source_args[@]+"${source_args[@]}"} -r "$VENV/gpu-requirements.txt"
+    if ! has_modules "$VENV/bin/python" torch; then
+      echo "gpu-check: $VENV/ does not see torch; $python is probably a virtual environment itself." \
+        "Set GPU_PYTHON to the interpreter whose own site-packages hold torch." >&2
+      exit 2
+    fi
+    python=$VENV/bin/python
+  fi
+  echo "gpu-check: $("$python" -c 'import sys, torch; print(f"{sys.executable}: Python {sys.version.split()[0]}, torch {torch.__version__}")')"
+  exec "$python" -m course_tools.gpu_check "$@"
+}
+
+case "${1:-}" in
+  --wheels) download_wheels ;;
+  --print-requirements) requirements ;;
+  *) run_check "$@" ;;
+esac

@@ -1,0 +1,102 @@
+"""The grader's in-kernel guard, exercised in this process: what it restores, what it reports."""
+
+import builtins
+
+import pytest
+import torch
+
+import helpers.checks
+from course_tools.kernel_guard import Guard
+
+
+@pytest.fixture
+def guard():
+    made = Guard()
+    yield made
+    made.restore({})  # whatever a failing test left patched
+
+
+def test_a_fresh_guard_finds_nothing(guard):
+    assert guard.tampered({}) == []
+    assert guard.restore({}) == []
+
+
+def test_patched_torch_function_is_restored(guard):
+    original = torch.allclose
+    torch.allclose = lambda *args, **kwargs: True
+    assert guard.tampered({}) == ["torch.allclose"]
+    assert torch.allclose is not original, "tampered() reports and must not repair"
+    assert guard.restore({}) == ["torch.allclose"]
+    assert torch.allclose is original
+
+
+def test_method_added_to_tensor_is_removed(guard):
+    torch.Tensor.__eq__ = lambda self, other: True
+    assert "torch.Tensor.__eq__" in guard.restore({})
+    assert "__eq__" not in vars(torch.Tensor)
+    assert not torch.equal(torch.zeros(2), torch.ones(2))
+
+
+def test_patched_builtin_is_restored(guard):
+    original = builtins.isinstance
+    builtins.isinstance = lambda obj, cls: True
+    try:
+        assert guard.restore({}) == ["builtins.isinstance"]
+    finally:
+        builtins.isinstance = original
+
+
+def test_replaced_helper_function_and_its_code(guard):
+    check = helpers.checks.check_updates
+    helpers.checks.check_updates = lambda *args, **kwargs: None
+    original_code = helpers.checks.token_references.__code__
+    helpers.checks.token_references.__code__ = (lambda *args, **kwargs: None).__code__
+    undone = guard.restore({})
+    assert "helpers.checks.check_updates" in undone
+    assert "helpers.checks.token_references.__code__" in undone
+    assert helpers.checks.check_updates is check
+    assert helpers.checks.token_references.__code__ is original_code
+
+
+def test_remembered_globals_come_back_and_shadowed_builtins_go(guard):
+    namespace = {"checks": helpers.checks, "torch": torch}
+    guard.remember(namespace, ["checks", "torch", "not_bound_here"])
+    namespace["checks"] = object()
+    namespace["abs"] = lambda x: 0
+    namespace["my_function"] = len  # the student's own names are theirs
+    undone = guard.restore(namespace, shadow_names=["abs", "checks"])
+    assert namespace["checks"] is helpers.checks and "abs" not in namespace
+    assert namespace["my_function"] is len
+    assert set(undone) == {"the global 'checks'", "the global 'abs' (it hid the builtin)"}
+
+
+def test_a_test_cell_may_rebind_its_own_globals(guard):
+    namespace = {"result": 1}
+    guard.remember(namespace, ["result"])
+    namespace["result"] = 2
+    assert guard.tampered(namespace, rebound=["result"]) == []
+    assert guard.tampered(namespace) == ["the global 'result'"]
+
+
+def test_replaced_module_in_sys_modules(guard, monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "helpers.checks", types.ModuleType("helpers.checks"))
+    assert "sys.modules['helpers.checks']" in guard.restore({})
+    assert sys.modules["helpers.checks"] is helpers.checks
+
+
+def test_ordinary_training_and_spies_leave_no_trace(guard):
+    from helpers import data, models, spies
+
+    model = models.MLP(6, 8, 3, seed=0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = data.make_blobs(16, 6, 3, seed=1)
+    with spies.record(model=model, optimizer=optimizer), spies.record_host_syncs():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    assert guard.tampered({}) == []
