@@ -2,11 +2,12 @@
 
 import nbformat
 from nbgrader.apps.nbgraderapp import NbGraderApp
-from nbgrader.converters import GenerateFeedback
+from nbgrader.converters import Autograde, GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions, Execute, IgnorePattern, OverwriteCells
 
 from course_tools.course import REPO_ROOT, load_config
+from course_tools.execute import GuardedExecute
 from course_tools.feedback import ConciseErrors
 
 
@@ -74,3 +75,27 @@ def test_concise_errors_keeps_only_the_message():
     cleaned, _ = ConciseErrors().preprocess_cell(cell, {}, 0)
     assert cleaned.outputs[0].traceback == ["AssertionError: step ran 8 times"]
 
+
+
+def test_autograde_keeps_nbgraders_steps_with_two_replaced_or_added():
+    """GuardedExecute stands where nbgrader's Execute stood and RestoreCellOrder follows OverwriteCells;
+    every other step of nbgrader's own lists is still there, in order."""
+    configured, default = Autograde(config=load_config()), Autograde()
+
+    def names(steps):
+        return [step.__name__ for step in steps]
+
+    assert names(configured.autograde_preprocessors) == [
+        "GuardedExecute" if name == "Execute" else name for name in names(default.autograde_preprocessors)]
+    expected_sanitize = []
+    for name in names(default.sanitize_preprocessors):
+        expected_sanitize += [name, "RestoreCellOrder"] if name == "OverwriteCells" else [name]
+    assert names(configured.sanitize_preprocessors) == expected_sanitize
+
+
+def test_guarded_execute_takes_the_course_execute_options():
+    guarded = GuardedExecute(config=load_config())
+    assert guarded.timeout == Execute(config=load_config()).timeout
+    assert guarded.kernel_name == "python3"
+    assert issubclass(GuardedExecute, Execute)
+    assert "still running at the grader's time limit" in guarded.error_on_timeout["evalue"]
