@@ -34,6 +34,13 @@ def feedback_text(course, assignment, student) -> str:
     return html.unescape(re.sub(r"<[^>]+>", " ", page.read_text()))
 
 
+def feedback_outputs(course, assignment, student) -> str:
+    """Only what the cells printed or raised: a test's hint strings also stand in its visible source."""
+    [page] = (course / "feedback" / student / assignment).glob("*.html")
+    blocks = re.findall(r'<div class="[^"]*\boutput_subarea\b[^"]*">(.*?)</div>', page.read_text(), re.DOTALL)
+    return "\n".join(html.unescape(re.sub(r"<[^>]+>", "", block)) for block in blocks)
+
+
 def test_every_assignment_has_a_demo_class():
     assert set(GRADED_ASSIGNMENTS) == set(assignment_ids(REPO_ROOT)), (
         "each assignment in source/ needs a demo class in tests/demo_class/")
@@ -80,7 +87,8 @@ class GradedDemoClass:
         leaked = hidden_test_lines((released_course / "source" / self.assignment).glob("*.ipynb")) & shown
         assert not leaked, f"{student}'s feedback shows hidden test code: {sorted(leaked)[:2]}"
         says = graded[student].submission.says
-        assert says in text, f"{student}'s feedback should say {says!r}"
+        assert says in feedback_outputs(released_course, self.assignment, student), (
+            f"{student}'s feedback should show {says!r} in a cell's output")
 
     def test_full_solution_gets_every_point_and_release_none(self, graded):
         reference, untouched = graded["reference"], graded["untouched"]
