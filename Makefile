@@ -9,7 +9,7 @@ JOBS ?= 2
 # nbgrader calls the `alembic` command of its own environment.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup course views test lint lab benchmark clean
+.PHONY: setup course views test lint lab benchmark clean gpu-check gpu-wheels
 
 setup: $(STAMP)
 
@@ -44,3 +44,14 @@ benchmark: setup
 clean:
 	rm -rf submitted feedback gradebook.db grades.csv
 	find autograded -mindepth 1 -not -name README.md -exec rm -rf {} +
+
+# On a CUDA GPU: nbval over notebooks/ and each lesson's figures at real size, into gpu-report/
+# (report.md, report.json). Uses the machine's own torch; without a GPU, a quick CPU self-test.
+# GPU_CHECK_ARGS passes options on, e.g. GPU_CHECK_ARGS=--skip-nbval.
+gpu-check:
+	bash course_tools/gpu_check.sh $(GPU_CHECK_ARGS)
+
+# The wheels gpu-check needs besides torch (CPython 3.12, x86_64 Linux) into gpu-wheels/, for a
+# GPU machine without internet: copy that folder into the repository there.
+gpu-wheels:
+	PYTHON=$(PYTHON) bash course_tools/gpu_check.sh --wheels

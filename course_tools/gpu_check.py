@@ -705,14 +705,22 @@ def render_markdown(report: dict) -> str:
     else:
         lines += [f"**GPU check on {machine['device']}** (compute capability {machine.get('capability')}, "
                   f"{machine.get('gpu_memory_bytes', 0) / 2**30:.0f} GiB).", ""]
-    lines += [f"- written {report['written']} by `python -m course_tools.gpu_check`, commit "
+    nbval = report.get("nbval")
+    failed = [lesson for lesson, section in report["lessons"].items() if "error" in section]
+    result = f"figures: {len(report['lessons']) - len(failed)} of {len(LESSONS)} lessons measured"
+    result += f" ({', '.join(failed)} failed)" if failed else ""
+    if nbval and "returncode" in nbval:
+        result += f"; nbval: {'passed' if nbval['returncode'] == 0 else 'FAILED'} ({nbval['summary']})"
+    lines += [f"- result: {result}",
+              f"- written {report['written']} by `python -m course_tools.gpu_check`, commit "
               f"{machine.get('commit') or 'unknown'}",
               f"- torch {machine['torch']} (CUDA {machine['cuda'] or 'none'}), Python {machine['python']}, "
               f"{machine['platform']}, {machine['cpu_count']} CPU cores", ""]
-    nbval = report.get("nbval")
     lines += ["## nbval over notebooks/", ""]
-    if nbval is None or "skipped" in (nbval or {}):
-        lines += [f"Not run: {(nbval or {}).get('skipped', 'not run')}.", ""]
+    if nbval is None:
+        lines += ["Not run yet: it runs after the figures.", ""]
+    elif "skipped" in nbval:
+        lines += [f"Not run: {nbval['skipped']}.", ""]
     else:
         totals = nbval.get("totals")
         verdict = "passed" if nbval["returncode"] == 0 else "FAILED"

@@ -12,8 +12,9 @@
 # first of python3, python and .venv/bin/python that imports torch (preferring one whose torch sees
 # a CUDA GPU). When it already has nbval, pytest and the rest, the check runs there. Otherwise a
 # virtual environment $GPU_VENV (.venv-gpu/) is created with --system-site-packages, so that it sees
-# that torch, and the rest is installed into it: with --no-index from $GPU_WHEELS (gpu-wheels/) when
-# that folder holds wheels, else from the package index.
+# that torch (a .pth file adds that interpreter's site-packages too, for when it is a venv itself),
+# and the rest is installed into it: with --no-index from $GPU_WHEELS (gpu-wheels/) when that folder
+# holds wheels, else from the package index. Delete $GPU_VENV to start afresh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -87,13 +88,19 @@ run_check() {
       echo "gpu-check: creating $VENV/ from $python (--system-site-packages: it keeps that torch)"
       "$python" -m venv --system-site-packages "$VENV"
     fi
-    # The repository on the environment's path, as `pip install -e .` would do, with nothing to build.
-    "$VENV/bin/python" - "$PWD" <<'PY'
+    # On the environment's path, after its own packages: the repository (as `pip install -e .` would
+    # do, with nothing to build) and every site-packages folder of $python. --system-site-packages
+    # alone misses the latter when $python is itself a virtual environment, as on images whose
+    # python3 lives in a venv such as /opt/torch/.venv.
+    "$python" -c 'import os, sys; print("\n".join(p for p in sys.path if os.path.isdir(p)
+                  and os.path.basename(p) in ("site-packages", "dist-packages")))' >"$VENV/torch-site.txt"
+    "$VENV/bin/python" - "$PWD" "$VENV/torch-site.txt" <<'PY'
 import pathlib
 import sys
 import sysconfig
 
-pathlib.Path(sysconfig.get_paths()["purelib"], "course_repository.pth").write_text(sys.argv[1] + "\n")
+folders = [sys.argv[1], *pathlib.Path(sys.argv[2]).read_text().splitlines()]
+pathlib.Path(sysconfig.get_paths()["purelib"], "gpu_check_paths.pth").write_text("\n".join(folders) + "\n")
 PY
     if compgen -G "$WHEELS/*.whl" >/dev/null; then
       source_args=(--no-index --find-links "$WHEELS")
@@ -106,8 +113,8 @@ PY
     "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet \
       ${source_args[@]+"${source_args[@]}"} -r "$VENV/gpu-requirements.txt"
     if ! has_modules "$VENV/bin/python" torch; then
-      echo "gpu-check: $VENV/ does not see torch; $python is probably a virtual environment itself." \
-        "Set GPU_PYTHON to the interpreter whose own site-packages hold torch." >&2
+      echo "gpu-check: $VENV/ does not see the torch of $python; set GPU_PYTHON to the interpreter" \
+        "that holds this machine's torch, or delete $VENV/ if it was made from another one" >&2
       exit 2
     fi
     python=$VENV/bin/python
