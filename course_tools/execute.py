@@ -45,6 +45,8 @@ class SandboxedKernelManager(AsyncKernelManager):
         workdir = str(Path(kw.get("cwd") or Path.cwd()).resolve())
         kernel_cmd = sandboxed_command(kernel_cmd, workdir, str(Path(self.connection_file).resolve()),
                                        self.memory_limit_bytes, self.cpu_limit_seconds)
+        # A SIGINT sent from outside stops at bubblewrap; ipykernel interrupts itself on request.
+        self.kernel_spec.interrupt_mode = "message"
         await super()._async_launch_kernel(kernel_cmd, **kw)
 
 

@@ -1,0 +1,106 @@
+"""GuardedExecute on small notebooks: dying, stuck and flooding kernels, and the restored cell order."""
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from course_tools.execute import DIED, TIMED_OUT, GuardedExecute, RestoreCellOrder
+
+
+def run(cells, tmp_path, **options):
+    notebook = new_notebook(cells=[new_code_cell(source) for source in cells])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    executor = GuardedExecute(guard=False, kernel_name="python3", **options)
+    executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(tmp_path)}})
+    return executed.cells
+
+
+def errors(cell):
+    return [(o.ename, o.evalue) for o in cell.outputs if o.output_type == "error"]
+
+
+def text(cell):
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+def test_a_dead_kernel_is_replaced_and_the_cells_above_run_again(tmp_path):
+    cells = run(["value = 41", "import os; os._exit(3)", "print(value + 1)"], tmp_path)
+    [(name, message)] = errors(cells[1])
+    assert name == DIED and "the kernel died while running this cell" in message
+    assert text(cells[2]) == "42\n", "the fresh kernel should have re-run the cell that set `value`"
+
+
+def test_a_kernel_that_ignores_the_interrupt_is_replaced(tmp_path):
+    stuck = ("import time\nwhile True:\n    try:\n        time.sleep(60)\n"
+             "    except KeyboardInterrupt:\n        pass")
+    cells = run(["value = 1", stuck, "print(value)"], tmp_path, timeout=3, interrupt_grace_seconds=3)
+    assert any(name == DIED and "kept running after the interrupt" in message
+               for name, message in errors(cells[1]))
+    assert text(cells[2]) == "1\n"
+
+
+def test_an_interruptible_loop_only_costs_its_own_cell(tmp_path):
+    cells = run(["while True:\n    pass", "print('next')"], tmp_path, timeout=3)
+    assert (TIMED_OUT, GuardedExecute().error_on_timeout["evalue"]) in errors(cells[0])
+    assert "loop that never ends" in GuardedExecute().error_on_timeout["evalue"]
+    assert DIED not in dict(errors(cells[0])), "an interrupted kernel is not a lost kernel"
+    assert text(cells[1]) == "next\n"
+
+
+def test_an_output_flood_is_cut_while_it_streams(tmp_path):
+    cells = run(["for i in range(100_000):\n    print('x' * 50)", "print('after')"], tmp_path,
+                max_output_chars=10_000)
+    assert len(text(cells[0])) < 10_200 and "output cut at 10,000 characters" in text(cells[0])
+    assert text(cells[1]) == "after\n"
+
+
+def test_a_kernel_that_keeps_dying_leaves_the_rest_unrun(tmp_path):
+    cells = run(["import os; os._exit(1)"] * 3 + ["print('never')"], tmp_path, max_kernel_restarts=2)
+    assert all(errors(cell)[0][0] == DIED for cell in cells)
+    assert "not run" in errors(cells[3])[0][1]
+
+
+def graded(grade_id, source="pass", cell_type="code", **flags):
+    make = nbformat.v4.new_code_cell if cell_type == "code" else nbformat.v4.new_markdown_cell
+    cell = make(source)
+    cell.metadata["nbgrader"] = {"grade_id": grade_id, "schema_version": 3, "grade": False,
+                                 "solution": False, "locked": False, **flags}
+    return cell
+
+
+@pytest.fixture
+def release_course(tmp_path):
+    release = new_notebook(cells=[graded("setup", "import math", locked=True),
+                                  graded("ex1_solution", solution=True),
+                                  graded("ex1_test", grade=True, locked=True, points=1),
+                                  graded("ex2_solution", solution=True),
+                                  graded("ex2_test", grade=True, locked=True, points=1)])
+    folder = tmp_path / "release" / "a1"
+    folder.mkdir(parents=True)
+    nbformat.write(release, folder / "lesson.ipynb")
+    return tmp_path
+
+
+def restore(cells, course):
+    from traitlets.config import Config
+
+    config = Config()
+    config.CourseDirectory.root = str(course)
+    notebook = new_notebook(cells=cells)
+    resources = {"nbgrader": {"assignment": "a1", "notebook": "lesson"}}
+    restored, _ = RestoreCellOrder(config=config).preprocess(notebook, resources)
+    return [c.metadata.get("nbgrader", {}).get("grade_id", c.source) for c in restored.cells]
+
+
+def test_moved_cells_go_back_and_own_cells_travel_with_the_cell_above(release_course):
+    cells = [graded("setup", locked=True), graded("ex1_test", grade=True, locked=True),
+             graded("ex1_solution", solution=True), new_code_cell("my scratch work"),
+             graded("ex2_test", grade=True, locked=True), graded("ex2_solution", solution=True)]
+    assert restore(cells, release_course) == ["setup", "ex1_solution", "my scratch work", "ex1_test",
+                                              "ex2_solution", "ex2_test"]
+
+
+def test_a_deleted_read_only_cell_comes_back(release_course):
+    cells = [graded("ex1_solution", solution=True), graded("ex1_test", grade=True, locked=True),
+             graded("ex2_solution", solution=True), graded("ex2_test", grade=True, locked=True)]
+    assert restore(cells, release_course)[0] == "setup"
