@@ -9,7 +9,7 @@ import pytest
 from course_tools.course import REPO_ROOT, assignment_ids, generate_solution, hidden_test_lines, open_course
 
 ASSIGNMENTS = assignment_ids(REPO_ROOT)
-GRADE_ID = re.compile(r"^ex\d+_(spec|\d+_(solution|test))$")
+GRADE_ID = re.compile(r"^(setup|ex\d+_(spec|\d+_(solution|test)))$")
 
 
 def notebooks_of(folder: Path) -> list[Path]:

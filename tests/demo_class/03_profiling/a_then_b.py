@@ -4,9 +4,11 @@
 # says: interleave them
 # %% ex1_1_solution
 def compare_speed(step_a, step_b, sync, clock=time.perf_counter, repeats=11, warmup=2):
+    for _ in range(warmup):
+        step_a()
+        step_b()
+
     def times(step):
-        for _ in range(warmup):
-            step()
         result = []
         for _ in range(repeats):
             sync()

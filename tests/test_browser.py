@@ -1,0 +1,568 @@
+"""The course as a student and a teacher see it: JupyterLab 4 in headless Chromium.
+
+One JupyterLab server (this environment's, so nbgrader's server and lab extensions and the
+`python3` kernel are the course's) serves a throw-away course copy; Playwright drives Chromium
+through the menus and toolbar one notebook at a time:
+
+- each release notebook, run to the end: only the exercise stubs fail (their NotImplementedError,
+  and NameErrors after them), every plot shows as an image, progress bars show as widgets;
+- each worked solution, Run All: no error at all, the same plots as the committed notebook;
+- nbgrader's Validate button on a filled-in student notebook: the success dialog;
+- the formgrader (Nbgrader menu): the four assignments.
+
+A full-length screenshot of every notebook run lands in test-artifacts/screenshots/ (git-ignored;
+CI keeps it). Needs Chromium (`apt-get install chromium`, or CHROMIUM=/path/to/chrome) and
+`pip install playwright`; without them the module skips, except under CI=true, where it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import copy_course
+
+from course_tools.course import REPO_ROOT, assignment_ids, generate_release, open_course
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # Chromium refuses to start as root with its sandbox; CI containers run as root
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+SCREENSHOTS = REPO_ROOT / "test-artifacts" / "screenshots"
+LESSONS = assignment_ids(REPO_ROOT)
+# The stub nbgrader writes into every solution cell of release/ (nbgrader_config.py).
+STUB_MESSAGE = "write your solution here, then run the test cell below"
+VIEWPORT = {"width": 1280, "height": 900}
+# Generous: a notebook takes 10-20 s on a 2-core CPU, but CI machines are slow and shared.
+PAGE_TIMEOUT_MS = 120_000
+RUN_TIMEOUT_MS = 600_000
+
+
+def _missing_prerequisite() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return ("the browser tests need Playwright for Python: pip install 'playwright>=1.48,<2' "
+                "(it is in requirements.txt; `make setup` installs it)")
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        return (f"the browser tests need Chromium at {CHROMIUM}: apt-get install chromium "
+                "(or point CHROMIUM at a Chromium or Chrome binary)")
+    return None
+
+
+def _on_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"true", "1"}
+
+
+@pytest.fixture(scope="module")
+def browser_prerequisites():
+    """Skip the module without Chromium or Playwright; on CI (CI=true) fail instead."""
+    missing = _missing_prerequisite()
+    if missing and _on_ci():
+        pytest.fail(f"CI=true but {missing}", pytrace=False)
+    if missing:
+        pytest.skip(missing)
+
+
+# --------------------------------------------------------------------------------------------
+# The course copy and the JupyterLab server
+# --------------------------------------------------------------------------------------------
+
+
+def notebook_of(folder: Path) -> Path:
+    """The one notebook of a lesson folder (release/<lesson>/ or notebooks/<lesson>/)."""
+    notebooks = sorted(folder.glob("*.ipynb"))
+    assert len(notebooks) == 1, f"expected one notebook in {folder}, found {notebooks}"
+    return notebooks[0]
+
+
+@pytest.fixture(scope="module")
+def browser_course(browser_prerequisites, tmp_path_factory):
+    """A throw-away course: source/, nbgrader_config.py, release/ generated now (its gradebook
+    knows the assignments), and the committed worked solutions in notebooks/."""
+    root = copy_course(tmp_path_factory.mktemp("browser_course"))
+    api = open_course(root)
+    for assignment in assignment_ids(root):
+        generate_release(api, assignment)
+    shutil.copytree(REPO_ROOT / "notebooks", root / "notebooks",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    return root
+
+
+@dataclass
+class Lab:
+    url: str
+    token: str
+    root: Path
+    log: Path
+    shutdowns: list[threading.Thread] = field(default_factory=list)
+
+    def api(self, method: str, path: str):
+        request = urllib.request.Request(f"{self.url}{path}", method=method,
+                                         headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def shut_down_kernels(self) -> None:
+        for session in self.api("GET", "/api/sessions"):
+            self.api("DELETE", f"/api/sessions/{session['id']}")
+
+    def shut_down_kernels_soon(self) -> None:
+        """Shut the kernels down without waiting for them to exit (a kernel that imported
+        torch takes seconds); the next notebook's kernel starts meanwhile."""
+        sessions = self.api("GET", "/api/sessions")
+        thread = threading.Thread(daemon=True, target=lambda: [
+            self.api("DELETE", f"/api/sessions/{session['id']}") for session in sessions])
+        thread.start()
+        self.shutdowns.append(thread)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _lab_environment(home: Path) -> dict[str, str]:
+    """This environment's Jupyter, with every per-user Jupyter folder in `home`, so that nothing
+    of the user's (kernels, settings, workspaces) comes in and nothing of the test leaks out."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "JPY_"))}
+    folders = {
+        "JUPYTER_CONFIG_DIR": home / "config",
+        "JUPYTER_DATA_DIR": home / "data",
+        "JUPYTER_RUNTIME_DIR": home / "runtime",
+        "JUPYTERLAB_SETTINGS_DIR": home / "config" / "lab" / "user-settings",
+        "JUPYTERLAB_WORKSPACES_DIR": home / "config" / "lab" / "workspaces",
+        "IPYTHONDIR": home / "ipython",
+        "MPLCONFIGDIR": home / "matplotlib",
+    }
+    for name, folder in folders.items():
+        folder.mkdir(parents=True, exist_ok=True)
+        env[name] = str(folder)
+    # Kernelspecs from this environment first: `python3` runs this Python (torch, helpers).
+    env["JUPYTER_PATH"] = str(Path(sys.prefix) / "share" / "jupyter")
+    # nbgrader runs the `alembic` command of its own environment (formgrader's gradebook).
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def _write_lab_config(home: Path) -> None:
+    config = {
+        "ServerApp": {"open_browser": False, "allow_root": True, "port_retries": 0},
+        # No network: no news feed, no update check, no extension manager talking to PyPI.
+        "LabApp": {
+            "news_url": None,
+            "check_for_updates_class": "jupyterlab.NeverCheckForUpdate",
+            "extension_manager": "readonly",
+            # window.jupyterapp: the tests read the notebook model (outputs) as JupyterLab holds it.
+            "expose_app_in_browser": True,
+        },
+    }
+    (home / "config" / "jupyter_server_config.json").write_text(json.dumps(config, indent=1))
+    settings = {
+        # Without this, a toast asking about Jupyter news covers a corner of every screenshot.
+        "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+        # No empty page below the last cell in the screenshots.
+        "notebook-extension/tracker": {"scrollPastEnd": False},
+    }
+    for name, values in settings.items():
+        path = home / "config" / "lab" / "user-settings" / "@jupyterlab" / f"{name}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+
+
+@pytest.fixture(scope="module")
+def lab(browser_course, tmp_path_factory):
+    """JupyterLab on localhost, serving the course copy; nbgrader reads the course's
+    nbgrader_config.py from the server's working directory, so the server starts in the course."""
+    home = tmp_path_factory.mktemp("jupyter_home")
+    env = _lab_environment(home)
+    _write_lab_config(home)
+    port, token = _free_port(), uuid.uuid4().hex
+    log = home / "jupyterlab.log"
+    with log.open("wb") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+             f"--ServerApp.token={token}", f"--ServerApp.root_dir={browser_course}"],
+            cwd=browser_course, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    server = Lab(url=f"http://127.0.0.1:{port}", token=token, root=browser_course, log=log)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"JupyterLab exited with {process.returncode}:\n{server.log_tail()}")
+            try:
+                server.api("GET", "/api/status")
+                break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not answer /api/status in 120 s:\n{server.log_tail()}")
+                time.sleep(0.5)
+        yield server
+    finally:
+        try:
+            for thread in server.shutdowns:
+                thread.join(timeout=60)
+            server.shut_down_kernels()
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        process.send_signal(signal.SIGTERM)  # the server shuts its kernels down on SIGTERM
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
+
+
+# --------------------------------------------------------------------------------------------
+# The browser
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser(browser_prerequisites):
+    """One headless Chromium for the module; each test opens its own tab in it."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
+                                              headless=True)
+        context = chromium.new_context(viewport=VIEWPORT)
+        context.set_default_timeout(PAGE_TIMEOUT_MS)
+        yield context
+        context.close()
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, lab, request):
+    """A fresh tab; afterwards its kernels are shut down so that notebooks run one at a time.
+    When the test failed, the tab as it was is saved as test-artifacts/screenshots/FAILED-<test>.png."""
+    failed_before = request.session.testsfailed
+    tab = browser.new_page()
+    yield tab
+    if request.session.testsfailed > failed_before:  # the call phase's report is already counted
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        name = re.sub(r"[^\w.-]+", "_", request.node.name).strip("_")
+        try:
+            tab.screenshot(path=str(SCREENSHOTS / f"FAILED-{name}.png"))
+        except Exception as error:  # a screenshot must not hide the failure
+            print(f"no screenshot of the failure: {error}")
+    tab.close()
+    lab.shut_down_kernels_soon()
+
+
+def open_lab(page, lab: Lab, path: str = "") -> None:
+    """JupyterLab in a fresh workspace (no tabs restored from an earlier test), opening `path`."""
+    workspace = f"test-{uuid.uuid4().hex[:8]}"
+    tree = f"/tree/{path}" if path else ""
+    page.goto(f"{lab.url}/lab/workspaces/{workspace}{tree}?token={lab.token}")
+    page.locator(".lm-MenuBar-itemLabel").first.wait_for()
+
+
+def open_notebook(page, lab: Lab, path: str) -> None:
+    """Open a notebook and wait until its kernel is ready."""
+    open_lab(page, lab, path)
+    page.wait_for_function("""path => {
+        const panel = window.jupyterapp?.shell.currentWidget;
+        const kernel = panel?.sessionContext?.session?.kernel;
+        return panel?.context?.path === path && panel.context.isReady && panel.sessionContext.isReady
+            && kernel?.connectionStatus === 'connected' && kernel?.status === 'idle';
+    }""", arg=path, polling=250)
+    # window.__busySeen: the kernel has worked since the last run_cells() asked for a run.
+    page.evaluate("""() => window.jupyterapp.shell.currentWidget.sessionContext.statusChanged.connect(
+        (_, status) => { if (status === 'busy') window.__busySeen = true; })""")
+    _watch_progress_bars(page)
+
+
+def menu(page, top: str, item: str) -> None:
+    """Click a menu bar entry, then one of its items (exact labels, as a user reads them)."""
+    page.locator(".lm-MenuBar-itemLabel").get_by_text(top, exact=True).click()
+    page.locator(".lm-Menu-itemLabel").get_by_text(item, exact=True).click()
+
+
+def notebook_json(page) -> dict:
+    """The open notebook as JupyterLab's model holds it (nbformat JSON, outputs included)."""
+    return page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.toJSON()")
+
+
+def _watch_progress_bars(page) -> None:
+    # tqdm's notebook bar is an ipywidgets HBox holding a progress widget; with leave=False it
+    # disappears when done, so record every bar that appears while the notebook runs.
+    page.evaluate("""() => {
+        window.__progressBars = new Map();  // bar -> the last text it showed
+        new MutationObserver(() => {
+            for (const bar of document.querySelectorAll('.jp-OutputArea .widget-hprogress')) {
+                const box = bar.closest('.widget-hbox') ?? bar;
+                const text = box.textContent.replace(/\\s+/g, ' ').trim();
+                if (text || !window.__progressBars.has(box)) window.__progressBars.set(box, text);
+            }
+        }).observe(document.body, {subtree: true, childList: true, characterData: true});
+    }""")
+
+
+def progress_bars_seen(page) -> list[str]:
+    """Each progress bar shown since the notebook opened, as its last text (description, count)."""
+    return page.evaluate("() => [...window.__progressBars.values()]")
+
+
+def run_cells(page, top: str, item: str) -> None:
+    """Start a run from the menu, and wait until it is over: the kernel has been busy, is idle
+    again, and no cell is queued or running (prompt [*])."""
+    page.evaluate("() => { window.__busySeen = false; window.__idleSince = null; }")
+    menu(page, top, item)
+    page.wait_for_function("""() => {
+        const panel = window.jupyterapp.shell.currentWidget;
+        const queued = [...panel.node.querySelectorAll('.jp-InputArea-prompt')]
+            .some(prompt => prompt.textContent.includes('*'));
+        if (!window.__busySeen || queued || panel.sessionContext.session?.kernel?.status !== 'idle') {
+            window.__idleSince = null;
+            return false;
+        }
+        window.__idleSince = window.__idleSince ?? Date.now();
+        return Date.now() - window.__idleSince > 300;
+    }""", timeout=RUN_TIMEOUT_MS, polling=100)
+
+
+def select_cell(page, index: int) -> None:
+    """Make cell `index` the active cell, in command mode (a click on its prompt)."""
+    page.locator(".jp-NotebookPanel:visible .jp-Notebook > .jp-WindowedPanel-outer .jp-Cell") \
+        .nth(index).locator(".jp-InputPrompt").click()
+
+
+def code_cells(notebook: dict) -> list[tuple[int, dict]]:
+    return [(i, cell) for i, cell in enumerate(notebook["cells"]) if cell["cell_type"] == "code"]
+
+
+def errors_of(cell: dict) -> list[dict]:
+    return [output for output in cell.get("outputs", []) if output["output_type"] == "error"]
+
+
+def has_image(cell: dict) -> bool:
+    return any("image/png" in output.get("data", {}) for output in cell.get("outputs", []))
+
+
+def source_of(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def uses_progress_bars(notebook: dict) -> bool:
+    return any("progress(" in source_of(cell) for _, cell in code_cells(notebook))
+
+
+def first_line(cell: dict) -> str:
+    lines = [line for line in source_of(cell).splitlines()
+             if line.strip() and not line.startswith("# NBVAL")]
+    return lines[0][:80] if lines else ""
+
+
+def run_all(page, *, resume_after_errors: bool) -> dict:
+    """Run > Run All Cells, and wait for the kernel. JupyterLab stops a run at the first error;
+    with resume_after_errors, go on as a student would (select the next cell that did not run,
+    Run > Run Selected Cell and All Below) until every code cell has run."""
+    run_cells(page, "Run", "Run All Cells")
+    for _ in range(200):
+        notebook = notebook_json(page)
+        not_run = [i for i, cell in code_cells(notebook) if cell["execution_count"] is None]
+        if not not_run or not resume_after_errors:
+            return notebook
+        stopped_at = [i for i, cell in code_cells(notebook) if i < not_run[0] and errors_of(cell)]
+        assert stopped_at, f"the run stopped before cell {not_run[0]} without an error"
+        select_cell(page, not_run[0])
+        run_cells(page, "Run", "Run Selected Cell and All Below")
+    raise AssertionError("the notebook kept stopping: more than 200 runs")
+
+
+def rendered_images(page) -> int:
+    return page.locator(".jp-NotebookPanel:visible .jp-OutputArea-output img").count()
+
+
+def full_screenshot(page, name: str) -> Path:
+    """The whole notebook in one image: the viewport grows to the notebook's height."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.keyboard.press("Escape")
+    left_tab = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
+    if left_tab.count():  # collapse the file browser: more width for the notebook
+        left_tab.first.click()
+    # The notebook's scrolling element (which one depends on JupyterLab's windowing mode).
+    page.evaluate("""() => {
+        const notebook = window.jupyterapp.shell.currentWidget.content.node;
+        window.__scroller = [notebook, ...notebook.querySelectorAll('.jp-WindowedPanel-outer')].reduce(
+            (a, b) => b.scrollHeight - b.clientHeight > a.scrollHeight - a.clientHeight ? b : a);
+    }""")
+    scroller = "window.__scroller"
+    for _ in range(2):  # twice: the new width changes how long the notebook is
+        page.wait_for_timeout(300)
+        content, box = page.evaluate(f"() => [{scroller}.scrollHeight, {scroller}.clientHeight]")
+        height = min(page.viewport_size["height"] - box + content, 32_000)  # chrome + notebook
+        page.set_viewport_size({"width": VIEWPORT["width"], "height": height})
+    page.evaluate(f"() => {{ {scroller}.scrollTop = 0; }}")
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(path))
+    page.set_viewport_size(VIEWPORT)
+    return path
+
+
+def describe(index: int, cell: dict, output: dict) -> str:
+    return f"cell {index} ({first_line(cell)!r}): {output['ename']}: {output['evalue']}"
+
+
+# --------------------------------------------------------------------------------------------
+# The tests
+# --------------------------------------------------------------------------------------------
+
+
+def test_kernel_runs_this_environment(page, lab):
+    """The notebooks' kernel `python3` is this environment's Python, with torch and helpers."""
+    path = lab.root / "kernel_check.ipynb"
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                       "language": "python"}
+    notebook.cells = [nbformat.v4.new_code_cell(
+        "import sys, torch, helpers\nprint(sys.prefix)\nprint(torch.__version__)")]
+    nbformat.write(notebook, path)
+    open_notebook(page, lab, path.name)
+    ran = run_all(page, resume_after_errors=False)
+    (cell,) = ran["cells"]
+    assert not errors_of(cell), [describe(0, cell, e) for e in errors_of(cell)]
+    printed = "".join(o.get("text", "") for o in cell["outputs"] if o["output_type"] == "stream")
+    kernel_prefix, torch_version = printed.splitlines()[:2]
+    assert Path(kernel_prefix).resolve() == Path(sys.prefix).resolve()
+    import torch
+
+    assert torch_version == torch.__version__
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_release_runs_to_the_end_failing_only_on_the_stubs(page, lab, lesson):
+    """A student's first Run All: only the exercises fail, and the lesson's plots and progress
+    bars show (a cell whose plot needs a finished exercise may fail instead)."""
+    release = notebook_of(lab.root / "release" / lesson)
+    solution = nbformat.read(notebook_of(lab.root / "notebooks" / lesson), as_version=4)
+    open_notebook(page, lab, release.relative_to(lab.root).as_posix())
+    ran = run_all(page, resume_after_errors=True)
+    bars = progress_bars_seen(page)
+    images = rendered_images(page)
+    full_screenshot(page, f"{lesson}-release")
+
+    unexpected, stubs_failed = [], False
+    for index, cell in code_cells(ran):
+        for error in errors_of(cell):
+            if error["ename"] == "NotImplementedError" and STUB_MESSAGE in error["evalue"]:
+                stubs_failed = True
+            elif not (error["ename"] == "NameError" and stubs_failed):
+                unexpected.append(describe(index, cell, error))
+    assert stubs_failed, "no exercise stub raised NotImplementedError: is release/ the student version?"
+    assert not unexpected, "errors other than the exercise stubs':\n" + "\n".join(unexpected)
+
+    plots_missing = [f"cell {i} ({first_line(cell)!r})" for i, cell in code_cells(ran)
+                     if has_image(solution.cells[i]) and not has_image(cell) and not errors_of(cell)]
+    assert not plots_missing, "cells that plot in the solution show no plot: " + ", ".join(plots_missing)
+    plots = sum(has_image(cell) for _, cell in code_cells(ran))
+    assert plots > 0, "the release shows no plot at all"
+    assert images >= plots, f"{plots} plots in the notebook, {images} shown as images"
+    if uses_progress_bars(ran):
+        assert bars, "the notebook runs progress() but no progress bar widget appeared"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_worked_solution_runs_without_error(page, lab, lesson):
+    """The worked solution, outputs cleared, then Run All: every cell runs, none fails, and the
+    plots and progress bars show."""
+    solution = notebook_of(lab.root / "notebooks" / lesson)
+    committed = nbformat.read(solution, as_version=4)
+    open_notebook(page, lab, solution.relative_to(lab.root).as_posix())
+    menu(page, "Edit", "Clear Outputs of All Cells")
+    ran = run_all(page, resume_after_errors=False)
+    bars = progress_bars_seen(page)
+    images = rendered_images(page)
+    full_screenshot(page, f"{lesson}-solution")
+
+    failed = [describe(i, cell, e) for i, cell in code_cells(ran) for e in errors_of(cell)]
+    assert not failed, "the worked solution fails:\n" + "\n".join(failed)
+    not_run = [i for i, cell in code_cells(ran) if cell["execution_count"] is None]
+    assert not not_run, f"cells that did not run: {not_run}"
+    expected_plots = [i for i, cell in enumerate(committed.cells) if has_image(cell)]
+    assert [i for i, cell in code_cells(ran) if has_image(cell)] == expected_plots
+    assert images >= len(expected_plots), f"{len(expected_plots)} plots, {images} shown as images"
+    if uses_progress_bars(ran):
+        assert bars, "the notebook runs progress() but no progress bar widget appeared"
+
+
+def filled_in(release: dict, solution: dict) -> dict:
+    """The release notebook as a student hands it in: each solution cell holds the worked
+    solution's code, everything else (locked test cells, their checksums) as released."""
+    answers = {cell.metadata["nbgrader"]["grade_id"]: cell.source
+               for cell in solution.cells if cell.metadata.get("nbgrader", {}).get("solution")}
+    for cell in release.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = answers[cell.metadata["nbgrader"]["grade_id"]]
+    return release
+
+
+def test_validate_button_passes_a_filled_in_notebook(page, lab):
+    """nbgrader's Validate (notebook toolbar) on a student's completed notebook: success.
+    The server extension validates any notebook under the server's root with the course's
+    nbgrader_config.py (read from the server's working directory): kernel, timeout."""
+    lesson = LESSONS[-1]  # the quickest lesson on a CPU (README's run-time table)
+    release = notebook_of(lab.root / "release" / lesson)
+    student = lab.root / "student" / lesson / release.name
+    student.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(filled_in(nbformat.read(release, as_version=4),
+                             nbformat.read(notebook_of(lab.root / "notebooks" / lesson), as_version=4)),
+                   student)
+    open_notebook(page, lab, student.relative_to(lab.root).as_posix())
+    page.locator(".jp-NotebookPanel:visible .jp-Toolbar").get_by_text("Validate", exact=True).click()
+    dialog = page.locator(".jp-Dialog")
+    message = dialog.locator("#validation-message")
+    message.wait_for(timeout=RUN_TIMEOUT_MS)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{lesson}-validate.png"))
+    verdict = message.inner_text()
+    assert dialog.locator(".jp-Dialog-header").inner_text().strip() == "Validation Results"
+    assert "validation-success" in (message.get_attribute("class") or ""), verdict
+    assert "Success! Your notebook passes all the tests." in verdict
+    dialog.get_by_role("button", name="Ok").click()
+
+
+def test_formgrader_lists_the_assignments(page, lab):
+    """Nbgrader > Formgrader opens the formgrader on this course, listing every assignment."""
+    open_lab(page, lab)
+    menu(page, "Nbgrader", "Formgrader")
+    formgrader = page.frame_locator("#formgrader-iframe iframe")
+    names = formgrader.locator("#main-table tr td.name")
+    for lesson in LESSONS:
+        names.get_by_text(lesson, exact=True).wait_for()
+    names.last.scroll_into_view_if_needed()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "formgrader.png"))
+    assert sorted(names.all_inner_texts()) == LESSONS
