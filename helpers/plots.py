@@ -18,6 +18,11 @@ def _axes(ax):
     return ax
 
 
+def _legend_beside(ax) -> None:
+    # Bars fill their axes up to the top, so a legend inside always covers one of them.
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
+
+
 def _require_non_empty_mapping(value, name: str) -> None:
     if not isinstance(value, Mapping):
         raise TypeError(f"{name} must be a dict, got {type(value).__name__}")
@@ -80,7 +85,7 @@ def plot_stacked_memory(bars: Mapping[str, Mapping[str, float]], *, ylabel: str 
         ax.bar(list(bars), heights, bottom=bottoms, label=component)
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
     ax.set(ylabel=ylabel, title=title)
-    ax.legend()
+    _legend_beside(ax)
     return ax
 
 
@@ -101,7 +106,7 @@ def plot_error_per_tensor(errors: Mapping[str, Mapping[str, float]], *, title: s
     ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
     ax.set_yscale("log")
     ax.set(ylabel="error", title=title)
-    ax.legend()
+    _legend_beside(ax)
     return ax
 
 

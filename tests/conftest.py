@@ -1,9 +1,16 @@
 """Fixtures shared by the pipeline and grading tests: throw-away copies of the course."""
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+
+# `make test` runs two pytest-xdist workers on two cores, and each starts kernels (nbgrader, nbval,
+# JupyterLab) whose torch would take every core again; the spinning OpenMP threads then fight, and
+# a demo class graded beside another took 3.5 times as long (370 s against 104 s). One thread per
+# process, set before anything imports torch, and inherited by every kernel the tests start.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_CELL_TIMEOUT_S = 40
