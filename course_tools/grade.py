@@ -14,7 +14,14 @@ from nbgrader.api import Gradebook
 from nbgrader.plugins.export import CsvExportPlugin
 
 from course_tools.course import REPO_ROOT, assignment_ids, open_course, regenerate, require_success
-from course_tools.demo_class import DEMO_ROOT, KINDS, DemoSubmission, kind_of, write_submissions
+from course_tools.demo_class import (
+    DEMO_CELL_TIMEOUT_S,
+    DEMO_ROOT,
+    KINDS,
+    DemoSubmission,
+    kind_of,
+    write_submissions,
+)
 from course_tools.sandbox import sandbox_status
 
 
@@ -58,9 +65,10 @@ def read_scores(gradebook: Gradebook, assignment: str) -> dict[str, tuple[dict, 
     return result
 
 
-def grade_demo_class(root: Path, assignment: str, demo_root: Path = DEMO_ROOT) -> list[GradedSubmission]:
+def grade_demo_class(root: Path, assignment: str, demo_root: Path = DEMO_ROOT,
+                     cell_timeout: int | None = DEMO_CELL_TIMEOUT_S) -> list[GradedSubmission]:
     """Hand in the demo class, autograde it in one call, write feedback, and read the gradebook."""
-    api = open_course(root)
+    api = open_course(root, cell_timeout)
     submissions = write_submissions(root, assignment, demo_root)
     started = time.time()
     require_success(api.autograde(assignment, "*", force=True, create=True), f"autograde {assignment}")

@@ -105,7 +105,11 @@ def sandboxed_command(command: list[str], workdir: str, connection_file: str,
                "--bind", workdir, workdir,
                "--ro-bind", connection_file, connection_file,
                "--chdir", workdir, "--clearenv", "--setenv", "HOME", home,
-               "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib"]
+               "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib",
+               # The grader's pid means nothing in the kernel's pid namespace, and without one
+               # ipykernel prints a Ctrl-C notice per kernel; 1 tells it not to watch its parent,
+               # which --die-with-parent does instead.
+               "--setenv", "JPY_PARENT_PID", "1"]
     for name in PASSED_ENVIRONMENT:
         if name in os.environ:
             sandbox += ["--setenv", name, os.environ[name]]

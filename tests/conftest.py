@@ -13,7 +13,6 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEMO_CELL_TIMEOUT_S = 40
 
 
 def copy_course(destination: Path) -> Path:
@@ -29,11 +28,11 @@ def copy_course(destination: Path) -> Path:
 def released_course(tmp_path_factory):
     """A fresh course copy with release/ generated (and the assignments in its gradebook)."""
     from course_tools.course import assignment_ids, generate_release, open_course
+    from course_tools.demo_class import DEMO_CELL_TIMEOUT_S
 
     root = copy_course(tmp_path_factory.mktemp("course"))
     with (root / "nbgrader_config.py").open("a") as config:
-        # The demo classes hold code that never ends; the course's 300 s per cell would make each
-        # such submission cost five minutes. Every honest cell runs in a few seconds.
+        # Every nbgrader call on this copy, not only the demo class's, uses the demo timeout.
         config.write(f"\nc.Execute.timeout = {DEMO_CELL_TIMEOUT_S}\n")
     api = open_course(root)
     for assignment in assignment_ids(root):

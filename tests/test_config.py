@@ -99,3 +99,12 @@ def test_guarded_execute_takes_the_course_execute_options():
     assert guarded.kernel_name == "python3"
     assert issubclass(GuardedExecute, Execute)
     assert "still running at the grader's time limit" in guarded.error_on_timeout["evalue"]
+
+
+def test_the_demo_class_grades_under_its_own_timeout():
+    from course_tools.course import open_course
+    from course_tools.demo_class import DEMO_CELL_TIMEOUT_S
+
+    api = open_course(cell_timeout=DEMO_CELL_TIMEOUT_S)
+    assert GuardedExecute(config=api.config).timeout == DEMO_CELL_TIMEOUT_S
+    assert GuardedExecute(config=open_course().config).timeout == Execute(config=load_config()).timeout
