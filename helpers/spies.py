@@ -229,13 +229,19 @@ def _spy_clip(stack, log: CallLog) -> None:
     clip_module = torch.nn.utils.clip_grad
     previous_in_module = clip_module.clip_grad_norm_
     previous_in_utils = torch.nn.utils.clip_grad_norm_
+    inside_clip_grad_norm = False
 
     @functools.wraps(previous_in_module)
     def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
                         foreach=None):
+        nonlocal inside_clip_grad_norm
         call = log._add("clip")
-        total_norm = previous_in_module(parameters, max_norm, norm_type, error_if_nonfinite,
-                                        foreach)
+        inside_clip_grad_norm = True
+        try:
+            total_norm = previous_in_module(parameters, max_norm, norm_type, error_if_nonfinite,
+                                            foreach)
+        finally:
+            inside_clip_grad_norm = False
         # The returned total norm is the norm of the gradients before they were clipped.
         call.info.update(norm_seen=float(total_norm), max_norm=float(max_norm),
                          norm_type=float(norm_type))
@@ -244,12 +250,29 @@ def _spy_clip(stack, log: CallLog) -> None:
     # Both names: `torch.nn.utils.clip_grad_norm_` is a separate binding of the same function.
     clip_module.clip_grad_norm_ = clip_grad_norm_
     torch.nn.utils.clip_grad_norm_ = clip_grad_norm_
+    stack.callback(setattr, clip_module, "clip_grad_norm_", previous_in_module)
+    stack.callback(setattr, torch.nn.utils, "clip_grad_norm_", previous_in_utils)
 
-    def restore() -> None:
-        clip_module.clip_grad_norm_ = previous_in_module
-        torch.nn.utils.clip_grad_norm_ = previous_in_utils
+    # clip_grad_norm_ scales the gradients through this module-level function, looked up at call
+    # time: patching it also sees code that imported clip_grad_norm_ by name earlier, and the
+    # two-step get_total_norm + clip_grads_with_norm_ (public since torch 2.6).
+    previous_scaling = getattr(clip_module, "_clip_grads_with_norm_", None)
+    if previous_scaling is None:
+        return
+    previous_public_scaling = getattr(torch.nn.utils, "clip_grads_with_norm_", None)
 
-    stack.callback(restore)
+    @functools.wraps(previous_scaling)
+    def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
+        if not inside_clip_grad_norm:
+            log._add("clip").info.update(norm_seen=float(total_norm), max_norm=float(max_norm),
+                                         norm_type=None)
+        return previous_scaling(parameters, max_norm, total_norm, foreach)
+
+    clip_module._clip_grads_with_norm_ = clip_grads_with_norm_
+    stack.callback(setattr, clip_module, "_clip_grads_with_norm_", previous_scaling)
+    if previous_public_scaling is not None:
+        torch.nn.utils.clip_grads_with_norm_ = clip_grads_with_norm_
+        stack.callback(setattr, torch.nn.utils, "clip_grads_with_norm_", previous_public_scaling)
 
 
 @contextlib.contextmanager
@@ -265,8 +288,9 @@ def record(
     """Record calls on the given objects (and clip_grad_norm_) into a CallLog while active.
 
     "step" calls carry info["grads"], a snapshot of the optimizer's gradients keyed by the model's
-    parameter names (or "p0", "p1", ...), unless snapshot_grads is False. Code that imported
-    clip_grad_norm_ by name before the context started is not seen.
+    parameter names (or "p0", "p1", ...), unless snapshot_grads is False. Clipping is seen however
+    clip_grad_norm_ was imported; "clip" calls carry info["norm_seen"] (the norm before clipping),
+    "max_norm" and "norm_type" (None for the two-step get_total_norm + clip_grads_with_norm_).
     """
     expected = (
         ("model", model, nn.Module, "torch.nn.Module"),

@@ -134,6 +134,33 @@ def test_clip_records_norm_before_clipping(setup):
     assert second.info["norm_seen"] == pytest.approx(scaled_norm / 1024, rel=1e-5)
 
 
+def test_clip_is_seen_however_it_was_imported(setup):
+    model, optimizer, x, y = setup
+    bound_before = torch.nn.utils.clip_grad_norm_      # `from torch.nn.utils import clip_grad_norm_`
+    with record(model=model, optimizer=optimizer) as log:
+        _loss(model, x, y).backward()
+        total = bound_before(model.parameters(), 0.01)
+        optimizer.step()
+    assert log.summary() == "backward, clip, step"
+    assert log.of("clip")[0].info["norm_seen"] == pytest.approx(total.item())
+    assert torch.nn.utils.clip_grad_norm_ is bound_before, "the spy must put the function back"
+
+
+def test_two_step_clip_is_recorded_once(setup):
+    model, optimizer, x, y = setup
+    with record(model=model, optimizer=optimizer) as log:
+        _loss(model, x, y).backward()
+        grads = [p.grad for p in model.parameters()]
+        total = torch.nn.utils.get_total_norm(grads)
+        torch.nn.utils.clip_grads_with_norm_(model.parameters(), 0.01, total)
+        optimizer.step()
+    assert log.summary() == "backward, clip, step"
+    assert log.of("clip")[0].info == {"norm_seen": pytest.approx(total.item()), "max_norm": 0.01,
+                                      "norm_type": None}
+    clipped = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()]))
+    assert clipped.item() == pytest.approx(0.01, rel=1e-3)
+
+
 def test_scheduler_step_is_recorded_without_warnings(setup):
     model, optimizer, x, y = setup
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)

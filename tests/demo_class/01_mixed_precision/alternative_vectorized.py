@@ -1,4 +1,4 @@
-# about: A correct solution written differently: nested torch.where over the whole tensor, a global forward hook under inference_mode, p.grad = None and a loss helper.
+# about: A correct solution written differently: nested torch.where over the whole tensor, a global forward hook under inference_mode, p.grad = None, a loss helper and clipping in two steps (get_total_norm, clip_grads_with_norm_).
 # base: solution
 # loses:
 # %% ex1_1_solution
@@ -51,7 +51,9 @@ def amp_train_step(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype)
     loss = _autocast_loss(model, loss_fn, x, y, amp_dtype)
     scaler.scale(loss).backward()
     scaler.unscale_(optimizer)
-    torch.nn.utils.clip_grad_norm_(parameters=model.parameters(), max_norm=max_norm, norm_type=2.0)
+    parameters = list(model.parameters())
+    total_norm = torch.nn.utils.get_total_norm([p.grad for p in parameters if p.grad is not None])
+    torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, total_norm)
     scaler.step(optimizer)
     scaler.update()
     return loss.detach().float().item()

@@ -1,4 +1,4 @@
-# about: A correct solution written differently: cycles from itertools (islice, groupby), model.zero_grad, running losses as detached tensors, cross_entropy over [N, C, L], a nullcontext instead of enabled=.
+# about: A correct solution written differently: cycles from itertools (islice, groupby), model.zero_grad, running losses as detached tensors, cross_entropy over [N, C, L], a nullcontext instead of enabled=, clip_grad_norm_ imported by name.
 # base: solution
 # loses:
 # %% ex1_1_solution
@@ -65,6 +65,8 @@ def accumulate_token_gradients(model, micro_batches, ignore_index=-100):
 import contextlib
 import itertools
 
+from torch.nn.utils import clip_grad_norm_
+
 
 def train_accumulated_amp(model, optimizer, scaler, loss_fn, micro_batches, accum_steps,
                           max_norm, amp_dtype=None):
@@ -83,7 +85,7 @@ def train_accumulated_amp(model, optimizer, scaler, loss_fn, micro_batches, accu
 
     def finish_cycle():
         scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        clip_grad_norm_(model.parameters(), max_norm)
         scaler.step(optimizer)
         scaler.update()
 
