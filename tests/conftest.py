@@ -28,12 +28,8 @@ def copy_course(destination: Path) -> Path:
 def released_course(tmp_path_factory):
     """A fresh course copy with release/ generated (and the assignments in its gradebook)."""
     from course_tools.course import assignment_ids, generate_release, open_course
-    from course_tools.demo_class import DEMO_CELL_TIMEOUT_S
 
     root = copy_course(tmp_path_factory.mktemp("course"))
-    with (root / "nbgrader_config.py").open("a") as config:
-        # Every nbgrader call on this copy, not only the demo class's, uses the demo timeout.
-        config.write(f"\nc.Execute.timeout = {DEMO_CELL_TIMEOUT_S}\n")
     api = open_course(root)
     for assignment in assignment_ids(root):
         generate_release(api, assignment)
