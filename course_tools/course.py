@@ -10,6 +10,7 @@ import nbformat
 from nbgrader.apps import NbGraderAPI
 from nbgrader.converters import GenerateSolution
 from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import Execute
 from nbgrader.utils import capture_log, temp_attrs
 from traitlets.config import Config, PyFileConfigLoader
 
@@ -80,11 +81,14 @@ def generate_release(api: NbGraderAPI, assignment: str) -> None:
     require_success(api.generate_assignment(assignment, force=True), f"generate_assignment {assignment}")
 
 
-def generate_solution(api: NbGraderAPI, assignment: str) -> None:
-    """Write notebooks/<assignment>/: the worked solution, executed top to bottom."""
+def generate_solution(api: NbGraderAPI, assignment: str, execute: bool = True) -> None:
+    """Write notebooks/<assignment>/: the worked solution, executed top to bottom (or, with
+    execute=False, only its cells: enough to tell whether the committed one is stale)."""
     with temp_attrs(api.coursedir, assignment_id=assignment):
         app = GenerateSolution(coursedir=api.coursedir, parent=api)
         app.force = True
+        if not execute:
+            app.preprocessors = [p for p in app.preprocessors if p is not Execute]
         result = capture_log(app)
     require_success(result, f"generate_solution {assignment}")
 
