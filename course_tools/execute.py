@@ -20,34 +20,18 @@ import ast
 from pathlib import Path
 
 import nbformat
-from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Dict, Integer, Unicode
 
-from course_tools.sandbox import sandbox_status, sandboxed_command
+from course_tools.sandbox import SandboxedKernelManager, sandbox_status
 
 GUARD_NAME = "__course_guard__"
 DIED = "KernelDied"
 TIMED_OUT = "CellTimeoutError"
 TAMPERED = "TamperingDetected"
-
-
-class SandboxedKernelManager(AsyncKernelManager):
-    """Starts the kernel inside the sandbox, with the grader's memory and CPU limits."""
-
-    memory_limit_bytes = Integer(8 * 2**30, help="data-segment limit of a kernel, in bytes").tag(config=True)
-    cpu_limit_seconds = Integer(3600, help="CPU-time limit of a kernel (setrlimit)").tag(config=True)
-
-    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
-        workdir = str(Path(kw.get("cwd") or Path.cwd()).resolve())
-        kernel_cmd = sandboxed_command(kernel_cmd, workdir, str(Path(self.connection_file).resolve()),
-                                       self.memory_limit_bytes, self.cpu_limit_seconds)
-        # A SIGINT sent from outside stops at bubblewrap; ipykernel interrupts itself on request.
-        self.kernel_spec.interrupt_mode = "message"
-        await super()._async_launch_kernel(kernel_cmd, **kw)
 
 
 def _bound_names(source: str) -> set[str]:

@@ -19,6 +19,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from jupyter_client.manager import AsyncKernelManager
+from traitlets import Integer
+
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) to sandbox grading"
 # Environment variables a kernel may see; the grader's own (tokens, credentials) stay outside.
 PASSED_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "NBGRADER_EXECUTION", "CUDA_VISIBLE_DEVICES",
@@ -114,3 +117,18 @@ def sandboxed_command(command: list[str], workdir: str, connection_file: str,
         if name in os.environ:
             sandbox += ["--setenv", name, os.environ[name]]
     return limits + sandbox + command
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """Starts the kernel inside the sandbox, with the grader's memory and CPU limits."""
+
+    memory_limit_bytes = Integer(8 * 2**30, help="data-segment limit of a kernel, in bytes").tag(config=True)
+    cpu_limit_seconds = Integer(3600, help="CPU-time limit of a kernel (setrlimit)").tag(config=True)
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        workdir = str(Path(kw.get("cwd") or Path.cwd()).resolve())
+        kernel_cmd = sandboxed_command(kernel_cmd, workdir, str(Path(self.connection_file).resolve()),
+                                       self.memory_limit_bytes, self.cpu_limit_seconds)
+        # A SIGINT sent from outside stops at bubblewrap; ipykernel interrupts itself on request.
+        self.kernel_spec.interrupt_mode = "message"
+        await super()._async_launch_kernel(kernel_cmd, **kw)
