@@ -17,21 +17,26 @@ submission is still graded to completion, in bounded time, whatever its code doe
 from __future__ import annotations
 
 import ast
+import secrets
 from pathlib import Path
+from queue import Empty
+from time import monotonic
 
 import nbformat
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKernelError
+from nbclient.util import ensure_async, run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Dict, Integer, Unicode
 
+from course_tools import kernel_guard
 from course_tools.sandbox import SandboxedKernelManager, sandbox_status
 
-GUARD_NAME = "__course_guard__"
 DIED = "KernelDied"
 TIMED_OUT = "CellTimeoutError"
 TAMPERED = "TamperingDetected"
+OUT_OF_TIME = "OutOfTime"
 
 
 def _bound_names(source: str) -> set[str]:
@@ -95,6 +100,12 @@ class _KernelLost(Exception):
         self.reason = reason
 
 
+class _OutOfTime(Exception):
+    def __init__(self, index: int):
+        super().__init__(index)
+        self.index = index
+
+
 class GuardedExecute(Execute):
     """nbgrader's Execute that survives dying kernels, floods and patching, in a sandbox."""
 
@@ -109,6 +120,9 @@ class GuardedExecute(Execute):
                   "loop that never ends, or work far larger than the exercise asks for",
         "traceback": [f"{TIMED_OUT}: this cell was still running at the grader's time limit"],
     }, help="the error a cell gets when it runs past the timeout").tag(config=True)
+    submission_timeout = Integer(600, help=(
+        "wall-clock seconds for one notebook, kernel starts and replays included; once spent, the "
+        "remaining cells are not run and their tests score zero")).tag(config=True)
     interrupt_grace_seconds = Integer(10, help="how long a timed-out kernel may take to answer again"
                                       ).tag(config=True)
 
@@ -151,15 +165,6 @@ class GuardedExecute(Execute):
             self.nb.cells.pop()
         return cell
 
-    def _guard_call(self, expression: str) -> list[str]:
-        cell = self._run_quietly(
-            f"print('\\x1f'.join({GUARD_NAME}.{expression}))" if self.guard else "print('')")
-        errors = [o for o in cell.outputs if o.output_type == "error"]
-        if errors:
-            return [f"the grader's guard itself ({errors[0].ename}: {errors[0].evalue})"]
-        text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream").strip()
-        return [item for item in text.split("\x1f") if item]
-
     def _install_guard(self) -> None:
         if not self.guard:
             return
@@ -168,22 +173,106 @@ class GuardedExecute(Execute):
             "def _install_course_guard(source):\n"
             "    namespace = {'__name__': '_course_guard'}\n"
             "    exec(compile(source, 'course_guard', 'exec'), namespace)\n"
-            "    return namespace['install']()\n"
-            f"{GUARD_NAME} = _install_course_guard({source!r})\n"
-            "del _install_course_guard\n"
-            f"get_ipython().user_ns_hidden[{GUARD_NAME!r}] = {GUARD_NAME}\n", timeout=300)
+            "    namespace['install']()\n"
+            "_install_course_guard(" + repr(source) + ")\n"
+            "del _install_course_guard\n", timeout=300)
         errors = [o for o in cell.outputs if o.output_type == "error"]
         if errors:
             raise RuntimeError(f"the grading guard failed to start: {errors[0].ename}: {errors[0].evalue}")
 
-    # -- running the notebook -----------------------------------------------------------------
+    def _ask_guard(self, index: int, op: str, timeout: float, outputs_into=None, **args) -> dict | None:
+        """Send the guard one request over its own kernel message (never through IPython's input
+        pipeline) and return its reply, or None when the kernel went idle without one."""
+        return run_sync(self._async_ask_guard)(index, op, timeout, outputs_into, args)
 
-    def _run_cell(self, index: int) -> None:
-        cell = self.nb.cells[index]
-        testing = self.guard and _is_test(cell)
-        restored = []
-        if testing:
-            restored = self._guard_call(f"restore(globals(), {sorted(_loaded_names(cell.source))!r})")
+    async def _async_ask_guard(self, index, op, timeout, outputs_into, args) -> dict | None:
+        nonce = secrets.token_hex(16)
+        request = self.kc.session.msg(kernel_guard.REQUEST, {"op": op, "args": args, "nonce": nonce})
+        self.kc.shell_channel.send(request)
+        msg_id = request["header"]["msg_id"]
+        scratch = NotebookNode(cell_type="code", source="", metadata={}, outputs=[], execution_count=None)
+        target = outputs_into if outputs_into is not None else scratch
+        target.metadata.setdefault("execution", {})
+        reply, idle, interrupted = None, False, False
+        deadline, next_alive_check = monotonic() + timeout, monotonic() + 1
+        while not idle or (reply is None and monotonic() < deadline):
+            if monotonic() >= deadline:
+                if interrupted:
+                    raise _KernelLost(index, "unresponsive")
+                interrupted = True
+                await ensure_async(self.km.interrupt_kernel())
+                deadline = monotonic() + self.interrupt_grace_seconds
+            if monotonic() >= next_alive_check:
+                next_alive_check = monotonic() + 1
+                if not await ensure_async(self.km.is_alive()):
+                    raise _KernelLost(index, "died")
+            try:
+                message = await ensure_async(self.kc.iopub_channel.get_msg(timeout=0.05))
+            except Empty:
+                message = None
+            if message is not None and message["parent_header"].get("msg_id") == msg_id:
+                try:
+                    self.process_message(message, target, index)
+                except CellExecutionComplete:
+                    idle = True
+            if reply is None:
+                try:
+                    answer = await ensure_async(self.kc.shell_channel.get_msg(timeout=0))
+                except Empty:
+                    answer = None
+                if answer is not None and answer["parent_header"].get("msg_id") == msg_id:
+                    content = answer["content"]
+                    reply = content if (answer["msg_type"] == kernel_guard.REPLY
+                                        and content.get("nonce") == nonce) else {"status": "forged"}
+        if reply is not None and interrupted:
+            reply = {**reply, "interrupted": True}
+        return reply
+
+    def _integrity_error(self, what: str) -> NotebookNode:
+        return _error(TAMPERED, f"the grader could not establish this test's integrity ({what}): the "
+                                "notebook's code interfered with the grader, so the test does not count.")
+
+    def _run_test(self, cell, index: int) -> None:
+        cell.outputs = []
+        reply = self._ask_guard(
+            index, "run_test", self._cell_timeout(), outputs_into=cell, source=cell.source,
+            filename=f"<test cell {_nbgrader(cell).get('grade_id', index)}>",
+            loaded=sorted(_loaded_names(cell.source)), bound=sorted(_bound_names(cell.source)))
+        if reply is None or reply.get("status") != "ok":
+            if reply is None:
+                why = "its request went unanswered"
+            elif reply.get("status") == "guard_error":
+                why = f"the guard failed: {reply.get('ename')}: {reply.get('evalue')}"
+            else:
+                why = "its answer was not the guard's"
+            cell.outputs.append(self._integrity_error(why))
+            return
+        if reply["undone"]:
+            cell.outputs.insert(0, _note(
+                "The grader restored what the notebook's code had replaced before this test ran: "
+                + ", ".join(reply["undone"]) + ". Tests run with the real functions.\n"))
+        if reply.get("interrupted"):
+            cell.outputs.append(_error(TIMED_OUT, self._timeout_message()))
+            self._failed_cells.add(index)
+            self._check_responsive(index)
+        elif reply["ename"] is not None:
+            cell.outputs.append(_error(reply["ename"], reply["evalue"]))
+        if reply["tampered"]:
+            cell.outputs.append(_error(TAMPERED, "while this test ran, the code under test replaced "
+                                       + ", ".join(reply["tampered"]) + "; the test does not count."))
+
+    def _run_trusted(self, cell, index: int) -> None:
+        """A read-only cell that is not a test (the setup cell): IPython runs it, with its hooks
+        put back first, and the guard remembers the globals it bound."""
+        reply = self._ask_guard(index, "reset", 60)
+        self._execute(cell, index)
+        if reply is None or reply.get("status") != "ok":
+            cell.outputs.append(self._integrity_error("the guard did not answer before this cell"))
+            return
+        self._ask_guard(index, "remember", 60, names=sorted(_bound_names(cell.source)))
+
+    def _execute(self, cell, index: int) -> None:
+        saved_timeout, self.timeout = self.timeout, self._cell_timeout()
         try:
             self.execute_cell(cell, index, store_history=True)
         except DeadKernelError as error:
@@ -191,22 +280,42 @@ class GuardedExecute(Execute):
         except CellTimeoutError as error:
             # The time limit passed and, after the interrupt, the kernel never went idle.
             raise _KernelLost(index, "unresponsive") from error
-        if any(o.output_type == "error" and o.ename == TIMED_OUT for o in cell.outputs):
+        finally:
+            self.timeout = saved_timeout
+        timed_out = [o for o in cell.outputs if o.output_type == "error" and o.ename == TIMED_OUT]
+        for output in timed_out:
+            output.evalue = self._timeout_message()
+            output.traceback = [f"{TIMED_OUT}: {output.evalue}"]
+        if timed_out:
             self._failed_cells.add(index)
             self._check_responsive(index)
-        if testing:
-            bound = sorted(_bound_names(cell.source))
-            tampered = self._guard_call(f"tampered(globals(), {bound!r})")
-            if restored:
-                cell.outputs.insert(0, _note(
-                    "The grader restored what the notebook's code had replaced before this test ran: "
-                    + ", ".join(restored) + ". Tests run with the real functions.\n"))
-            if tampered:
-                cell.outputs.append(_error(TAMPERED, "while this test ran, the code under test replaced "
-                                           + ", ".join(tampered) + "; the test does not count."))
-                self._guard_call("restore(globals())")
-        if self.guard and _is_trusted(cell):
-            self._guard_call(f"remember(globals(), {sorted(_bound_names(cell.source))!r}) or ()")
+
+    def _run_cell(self, index: int) -> None:
+        cell = self.nb.cells[index]
+        if self._budget_left() <= 0:
+            raise _OutOfTime(index)
+        if self.guard and _is_test(cell):
+            self._run_test(cell, index)
+        elif self.guard and _is_trusted(cell):
+            self._run_trusted(cell, index)
+        else:
+            self._execute(cell, index)
+
+    # -- the time budget ----------------------------------------------------------------------
+
+    def _budget_left(self) -> float:
+        return self._deadline - monotonic()
+
+    def _cell_timeout(self) -> int:
+        return int(max(1, min(self.timeout, self._budget_left())))
+
+    def _timeout_message(self) -> str:
+        return self._out_of_time_message() if self._budget_left() <= 1 else self.error_on_timeout["evalue"]
+
+    def _out_of_time_message(self) -> str:
+        return (f"this submission used up the grader's time budget of {self.submission_timeout} s per "
+                "notebook, so this cell was stopped and the cells after it were not run: look for loops "
+                "that never end, or work far larger than the exercises ask for")
 
     def _check_responsive(self, index: int) -> None:
         """After a timeout: a kernel that does not answer a trivial request is lost."""
@@ -233,10 +342,10 @@ class GuardedExecute(Execute):
         else:
             cell.outputs.append(_note(message + "\n"))
 
-    def _not_run(self, start: int) -> None:
+    def _not_run(self, start: int, name: str, message: str) -> None:
         for cell in self.nb.cells[start:]:
             if cell.cell_type == "code":
-                cell.outputs = [_error(DIED, "not run: the kernel died too many times in the cells above")]
+                cell.outputs = [_error(name, message)]
 
     def preprocess(self, nb, resources=None, km=None):
         from nbclient import NotebookClient
@@ -245,6 +354,7 @@ class GuardedExecute(Execute):
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
         self._failed_cells: set[int] = set()
+        self._deadline = monotonic() + self.submission_timeout
         code_cells = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
         start, restarts = 0, 0
         while True:
@@ -257,6 +367,11 @@ class GuardedExecute(Execute):
                     for index in replay + [i for i in code_cells if i >= start]:
                         self._run_cell(index)
                 break
+            except _OutOfTime as spent:
+                self.km, self.kc = None, None
+                self.log.warning("time budget of %d s spent at cell %d", self.submission_timeout, spent.index)
+                self._not_run(spent.index, OUT_OF_TIME, "not run: " + self._out_of_time_message())
+                break
             except _KernelLost as lost:
                 self.km, self.kc = None, None
                 self._record_loss(lost)
@@ -265,7 +380,7 @@ class GuardedExecute(Execute):
                 self.log.warning("kernel lost (%s) in cell %d; %s", lost.reason, lost.index,
                                  "restarting" if restarts <= self.max_kernel_restarts else "giving up")
                 if restarts > self.max_kernel_restarts:
-                    self._not_run(start)
+                    self._not_run(start, DIED, "not run: the kernel died too many times in the cells above")
                     break
         self.set_widgets_metadata()
         return self.nb, self.resources

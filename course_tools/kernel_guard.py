@@ -1,20 +1,27 @@
-"""The grader's guard inside a student's kernel: undo patching before each test, catch it during one.
+"""The grader's guard inside a student's kernel: tests run outside IPython, on the grader's objects.
 
 At autograde, course_tools.execute.GuardedExecute sends this file's source to the student's
-kernel before any notebook cell runs, and `install()` snapshots the objects a check relies on:
-builtins, the parts of torch the checks call, and every function and class of `helpers`. Then:
+kernel before any notebook cell runs. `install()` snapshots the objects a check relies on
+(builtins, the parts of torch the checks call, every function and class of `helpers`) and the
+interpreter's hooks (IPython's input and AST transformers, events and exception handlers,
+`sys.settrace`/`setprofile`, `sys.meta_path`, `sys.path_hooks`, `sys.modules`, the display and
+exception hooks), adds an audit hook that refuses further audit hooks, and registers a handler
+for the grader's own kernel message, `course_guard_request`. From then on the grader talks to the
+guard only through that message, never through a cell, so nothing a solution cell installs in
+IPython's input pipeline sees or rewrites the grader's requests:
 
-- after each read-only cell (setup, tests) the grader calls `remember(names)`: the globals those
-  trusted cells bound (`check_updates`, `torch`, ...), as they were right after the cell ran;
-- before each test cell, `restore(namespace)` puts back every snapshot object and remembered
-  global that a student's cell replaced, and deletes globals that shadow a builtin the tests use;
-  it returns what it undid, so the feedback can say so;
-- after each test cell, `tampered(namespace)` lists what the code under test replaced while the
-  test ran; the grader then fails that test, because its verdict cannot be trusted.
+- `run_test`: put back every snapshot object, hook and remembered global that a student's cell
+  replaced, compile the test cell's source (as the grader holds it, from the release) and run it
+  in the notebook's namespace with no trace or profile function, then list what the code under
+  test replaced while the test ran (the grader fails that test: its verdict cannot be trusted);
+- `reset` before a read-only cell runs through IPython, and `remember` after it: the globals
+  those trusted cells bound (`checks`, `torch`, ...), as they were right after the cell ran.
 
-Code in the same process can always reach the guard itself; the guard stops the patching that a
-student would try (replacing a check, `torch.allclose`, a builtin or a test's global), and the
-sandbox limits what anything else can read. This module imports nothing at import time.
+The test's source never enters IPython's input history (`In`, `_ih`), so a later cell cannot
+print it. Code in the same process can still reach the guard itself (its handler, its
+snapshots, memory through ctypes) or act from a thread while a test runs: the guard stops the
+patching a student would try and fails closed when its own message goes unanswered; the
+README says what it cannot promise. This module imports nothing at import time.
 """
 
 from __future__ import annotations
@@ -44,6 +51,10 @@ GUARDED_PATHS = (
     "torch.utils.checkpoint",
     "torch.utils.data",
     "torch.utils.data.DataLoader",
+    "IPython.core.interactiveshell.InteractiveShell",
+    "ipykernel.zmqshell.ZMQInteractiveShell",
+    "ipykernel.kernelbase.Kernel",
+    "ipykernel.ipkernel.IPythonKernel",
 )
 GUARDED_PACKAGE = "helpers"
 # IPython swaps these builtins around every execution; they are not the student's doing.
@@ -164,8 +175,139 @@ class Guard:
 
 
 _MISSING = object()
+REQUEST = "course_guard_request"
+REPLY = "course_guard_reply"
+# IPython's shell attributes whose contents decide what a cell's source becomes and what happens
+# around it; a solution cell can add to any of them.
+SHELL_LISTS = ("input_transformers_cleanup", "input_transformers_post", "ast_transformers")
+# Methods a solution cell could replace on the shell itself (the classes are in GUARDED_PATHS).
+SHELL_METHODS = ("run_cell", "run_cell_async", "run_ast_nodes", "run_code", "transform_cell")
+SYS_HOOKS = ("excepthook", "displayhook", "breakpointhook", "stdout", "stderr", "stdin")
+
+
+class Interpreter:
+    """The interpreter's hooks as they were before any student code ran, and putting them back."""
+
+    def __init__(self, shell):
+        self.shell = shell
+        self.shell_lists = {name: list(getattr(shell, name)) for name in SHELL_LISTS
+                            if isinstance(getattr(shell, name, None), list)}
+        self.events = {name: list(callbacks) for name, callbacks in shell.events.callbacks.items()}
+        self.custom_exceptions = (shell.custom_exceptions, shell.CustomTB)
+        self.sys_hooks = {name: getattr(sys, name) for name in SYS_HOOKS}
+        self.meta_path, self.path_hooks = list(sys.meta_path), list(sys.path_hooks)
+        self.modules = dict(sys.modules)
+        self.module_types = {name: type(module) for name, module in self.modules.items()}
+
+    def reset(self) -> list[str]:
+        """Put every hook back; return what had changed."""
+        import threading
+
+        found = []
+        if sys.gettrace() is not None or sys.getprofile() is not None:
+            found.append("a trace or profile function (sys.settrace / sys.setprofile)")
+        sys.settrace(None)
+        sys.setprofile(None)
+        threading.settrace(None)
+        threading.setprofile(None)
+        for name, snapshot in self.shell_lists.items():
+            current = getattr(self.shell, name, None)
+            if current is not snapshot and (not isinstance(current, list) or current != snapshot):
+                found.append(f"IPython's {name}")
+                setattr(self.shell, name, list(snapshot))
+        for name in SHELL_METHODS:
+            if name in vars(self.shell):
+                found.append(f"IPython's {name}")
+                del vars(self.shell)[name]
+        callbacks = self.shell.events.callbacks
+        if {name: list(c) for name, c in callbacks.items()} != self.events:
+            found.append("IPython's events (pre_run_cell, post_execute, ...)")
+            callbacks.clear()
+            callbacks.update({name: list(c) for name, c in self.events.items()})
+        if (self.shell.custom_exceptions, self.shell.CustomTB) != self.custom_exceptions:
+            found.append("IPython's custom exception handler")
+            self.shell.custom_exceptions, self.shell.CustomTB = self.custom_exceptions
+        for name, hook in self.sys_hooks.items():
+            if getattr(sys, name) is not hook:
+                found.append(f"sys.{name}")
+                setattr(sys, name, hook)
+        for name, snapshot in (("meta_path", self.meta_path), ("path_hooks", self.path_hooks)):
+            current = getattr(sys, name)
+            if not isinstance(current, list) or current != snapshot:
+                found.append(f"sys.{name}")
+                if isinstance(current, list):
+                    current[:] = snapshot
+                else:
+                    setattr(sys, name, list(snapshot))
+        for name, module in self.modules.items():
+            if sys.modules.get(name) is not module:
+                found.append(f"sys.modules[{name!r}]")
+                sys.modules[name] = module
+            if type(module) is not self.module_types[name]:
+                found.append(f"the type of module {name!r}")
+                module.__class__ = self.module_types[name]
+        return found
+
+
+def _refuse_audit_hooks(event: str, args) -> None:
+    if event == "sys.addaudithook":
+        raise RuntimeError("the grader does not allow audit hooks while it grades")
+
+
+def _short(value: BaseException) -> str:
+    try:
+        return str(value)[:2000]
+    except Exception:
+        return "(its message could not be read)"
+
+
+class Handler:
+    """Answers the grader's `course_guard_request` messages inside the kernel."""
+
+    def __init__(self, guard: Guard, interpreter: Interpreter, kernel):
+        self.guard, self.interpreter, self.kernel = guard, interpreter, kernel
+        self.namespace = interpreter.shell.user_ns
+
+    def __call__(self, stream, idents, message) -> None:
+        content = message.get("content", {})
+        try:
+            reply = {"status": "ok", **getattr(self, "op_" + content["op"])(**content.get("args", {}))}
+        except BaseException as error:  # the grader must get an answer, whatever happened
+            reply = {"status": "guard_error", "ename": type(error).__name__, "evalue": _short(error)}
+        reply["nonce"] = content.get("nonce")
+        self.kernel.session.send(stream, REPLY, reply, message, idents)
+
+    def op_reset(self) -> dict:
+        return {"undone": self.interpreter.reset() + self.guard.restore(self.namespace)}
+
+    def op_remember(self, names) -> dict:
+        self.guard.remember(self.namespace, names)
+        return {}
+
+    def op_run_test(self, source: str, filename: str, loaded, bound) -> dict:
+        undone = self.interpreter.reset() + self.guard.restore(self.namespace, shadow_names=loaded)
+        code = compile(source, filename, "exec", dont_inherit=True)
+        outcome = {"ename": None, "evalue": None}
+        try:
+            exec(code, self.namespace)
+        except BaseException as error:  # a KeyboardInterrupt here is the grader's timeout
+            outcome = {"ename": type(error).__name__, "evalue": _short(error)}
+        finally:
+            sys.settrace(None)
+            sys.setprofile(None)
+        tampered = self.interpreter.reset() + self.guard.tampered(self.namespace, rebound=bound)
+        if tampered:
+            self.guard.restore(self.namespace)
+        return {"undone": undone, "tampered": tampered, **outcome}
 
 
 def install() -> Guard:
-    """Take the snapshots; call before any student code runs."""
-    return Guard()
+    """Take the snapshots and start answering the grader; call before any student code runs."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    guard = Guard()
+    kernel = shell.kernel
+    kernel.shell_handlers[REQUEST] = Handler(guard, Interpreter(shell), kernel)
+    sys.addaudithook(_refuse_audit_hooks)
+    return guard

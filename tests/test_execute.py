@@ -4,7 +4,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from course_tools.execute import DIED, TIMED_OUT, GuardedExecute, RestoreCellOrder
+from course_tools.execute import DIED, OUT_OF_TIME, TIMED_OUT, GuardedExecute, RestoreCellOrder
 
 
 def run(cells, tmp_path, **options):
@@ -104,3 +104,110 @@ def test_a_deleted_read_only_cell_comes_back(release_course):
     cells = [graded("ex1_solution", solution=True), graded("ex1_test", grade=True, locked=True),
              graded("ex2_solution", solution=True), graded("ex2_test", grade=True, locked=True)]
     assert restore(cells, release_course)[0] == "setup"
+
+
+# -- the guard against hooks into the interpreter ----------------------------------------------------
+
+def guarded_run(cells, tmp_path, **options):
+    """Run cells given as (kind, source): kind 'setup', 'student' or a test's grade id."""
+    made = []
+    for kind, source in cells:
+        if kind == "student":
+            made.append(new_code_cell(source))
+        elif kind == "setup":
+            made.append(graded("setup", source, locked=True))
+        else:
+            made.append(graded(kind, source, grade=True, locked=True, points=1))
+    notebook = new_notebook(cells=made)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    executor = GuardedExecute(guard=True, sandbox="off", kernel_name="python3", **options)
+    executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(tmp_path)}})
+    return executed.cells
+
+
+ATTACKS = {
+    "input_transformer": "get_ipython().input_transformers_post.append(\n"
+                         "    lambda lines: ['pass\\n'] if any('assert' in l for l in lines) else lines)",
+    "ast_transformer": "import ast\n"
+                       "class DropAsserts(ast.NodeTransformer):\n"
+                       "    def visit_Assert(self, node):\n"
+                       "        return ast.Pass()\n"
+                       "get_ipython().ast_transformers.append(DropAsserts())",
+    "event": "get_ipython().events.register('pre_run_cell', lambda info: globals().update(\n"
+             "    {name: 42 for name in list(globals()) if name.startswith('answer_')}))",
+    "custom_exception": "get_ipython().set_custom_exc((AssertionError,), lambda *args, **kwargs: None)",
+    "trace_function": "import sys\n"
+                      "def tracer(frame, event, arg):\n"
+                      "    names = [n for n in frame.f_globals if n.startswith('answer_')]\n"
+                      "    frame.f_globals.update(dict.fromkeys(names, 42))\n"
+                      "    return None\n"
+                      "sys.settrace(tracer)",
+    "import_hook": "import sys, types, importlib.abc, importlib.util\n"
+                   "class Fake(importlib.abc.MetaPathFinder, importlib.abc.Loader):\n"
+                   "    def find_spec(self, name, path, target=None):\n"
+                   "        if name == 'statistics':\n"
+                   "            return importlib.util.spec_from_loader(name, self)\n"
+                   "    def create_module(self, spec):\n"
+                   "        return None\n"
+                   "    def exec_module(self, module):\n"
+                   "        module.mean = lambda values: 42\n"
+                   "sys.modules.pop('statistics', None)\n"
+                   "sys.meta_path.insert(0, Fake())",
+    "replaced_module": "import sys, types\n"
+                       "fake = types.ModuleType('math'); fake.isclose = lambda *a, **k: True\n"
+                       "sys.modules['math'] = fake",
+}
+
+
+def test_no_interpreter_hook_a_solution_cell_installs_changes_a_test_verdict(tmp_path):
+    cells = [("setup", "import math, statistics")]
+    for number, (name, attack) in enumerate(ATTACKS.items()):
+        cells += [("student", f"answer_{number} = 0\n" + attack),
+                  (f"ex{number}_test", f"import math, statistics\n"
+                                       f"assert statistics.mean([answer_{number}]) == 42 and "
+                                       f"math.isclose(answer_{number}, 42), "
+                                       f"'answer_{number} is wrong ({name})'")]
+    executed = guarded_run(cells, tmp_path)
+    tests = [cell for cell in executed if cell.metadata.get("nbgrader", {}).get("grade")]
+    for number, (name, cell) in enumerate(zip(ATTACKS, tests, strict=True)):
+        assert ("AssertionError", f"answer_{number} is wrong ({name})") in errors(cell), (
+            f"the {name} attack changed the verdict: {cell.outputs}")
+    notes = text(tests[1]) + text(tests[2]) + text(tests[4])
+    assert "ast_transformers" in notes and "events" in notes and "trace or profile function" in notes
+
+
+def test_hidden_test_code_never_enters_the_input_history(tmp_path):
+    executed = guarded_run([("setup", "import math"), ("student", "answer = 42"),
+                            ("ex1_test", "assert answer == 42\n# the secret hidden check\n"),
+                            ("student", "print(In, _ih, Out)")], tmp_path)
+    assert errors(executed[2]) == []
+    assert "secret hidden check" not in text(executed[3])
+
+
+def test_a_test_whose_guard_was_removed_does_not_count(tmp_path):
+    executed = guarded_run([("setup", "import math"),
+                            ("student", "answer = 0\nget_ipython().kernel.shell_handlers.clear()"),
+                            ("ex1_test", "assert answer == 42")], tmp_path)
+    [(name, message)] = errors(executed[2])
+    assert name == "TamperingDetected" and "could not establish this test's integrity" in message
+
+
+def test_audit_hooks_are_refused(tmp_path):
+    """An audit hook sees every exec and import: one could patch a check as a test starts."""
+    executed = guarded_run([("setup", "import math"),
+                            ("student", "import sys\nseen = []\n"
+                                        "sys.addaudithook(lambda *event: seen.append(event))\n"
+                                        "exec('1')\nprint('events seen:', len(seen))")], tmp_path)
+    assert text(executed[1]) == "events seen: 0\n"
+
+
+def test_endless_cells_share_one_time_budget(tmp_path):
+    import time
+
+    started = time.monotonic()
+    cells = run(["value = 1"] + ["while True:\n    pass"] * 10 + ["print(value)"], tmp_path,
+                timeout=2, submission_timeout=7)
+    assert time.monotonic() - started < 30, "ten endless cells must not cost ten timeouts"
+    assert TIMED_OUT in dict(errors(cells[1]))
+    [(name, message)] = errors(cells[-1])
+    assert name == OUT_OF_TIME and "time budget of 7 s" in message
