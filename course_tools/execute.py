@@ -31,7 +31,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Dict, Integer, Unicode
 
 from course_tools import kernel_guard
-from course_tools.sandbox import SandboxedKernelManager, sandbox_status
+from course_tools.sandbox import SandboxedKernelManager, grading_sandbox
 
 DIED = "KernelDied"
 TIMED_OUT = "CellTimeoutError"
@@ -127,13 +127,13 @@ class GuardedExecute(Execute):
                                       ).tag(config=True)
 
     def create_kernel_manager(self):
-        status = sandbox_status()
-        if self.sandbox == "required" and not status.available:
-            raise RuntimeError(status.message)
-        if self.sandbox != "off" and status.available:
+        status = grading_sandbox(self.sandbox)
+        if status.available:
             self.kernel_manager_class = SandboxedKernelManager
+        elif self.sandbox == "required":
+            raise RuntimeError(status.message)
         else:
-            self.log.warning(status.message if self.sandbox != "off" else "grading is NOT sandboxed (off)")
+            self.log.warning(status.message)
         return super().create_kernel_manager()
 
     # -- output flood -------------------------------------------------------------------------
