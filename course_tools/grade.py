@@ -13,7 +13,14 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 from nbgrader.plugins.export import CsvExportPlugin
 
-from course_tools.course import REPO_ROOT, assignment_ids, open_course, regenerate, require_success
+from course_tools.course import (
+    REPO_ROOT,
+    assignment_ids,
+    load_config,
+    open_course,
+    regenerate,
+    require_success,
+)
 from course_tools.demo_class import (
     DEMO_CELL_TIMEOUT_S,
     DEMO_ROOT,
@@ -22,7 +29,7 @@ from course_tools.demo_class import (
     kind_of,
     write_submissions,
 )
-from course_tools.sandbox import sandbox_status
+from course_tools.sandbox import grading_sandbox, sandbox_setting, sandbox_status
 
 
 @dataclass
@@ -157,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     root = REPO_ROOT
     if not args.skip_regenerate:
         regenerate(root)
-    print(sandbox_status().message, flush=True)
+    print(grading_sandbox(sandbox_setting(load_config(root))).message, flush=True)
     all_ok, graded_by_assignment = True, {}
     for assignment in assignment_ids(root):
         if not (DEMO_ROOT / assignment).is_dir():
