@@ -10,12 +10,14 @@ for the grader's own kernel message, `course_guard_request`. From then on the gr
 guard only through that message, never through a cell, so nothing a solution cell installs in
 IPython's input pipeline sees or rewrites the grader's requests:
 
-- `run_test`: put back every snapshot object, hook and remembered global that a student's cell
-  replaced, compile the test cell's source (as the grader holds it, from the release) and run it
-  in the notebook's namespace with no trace or profile function, then list what the code under
-  test replaced while the test ran (the grader fails that test: its verdict cannot be trusted);
-- `reset` before a read-only cell runs through IPython, and `remember` after it: the globals
-  those trusted cells bound (`checks`, `torch`, ...), as they were right after the cell ran.
+- `run_test`: put back every snapshot object, Python hook and remembered global that a student's
+  cell replaced, compile the test cell's source (as the grader holds it, from the release) and
+  run it in the notebook's namespace with no trace or profile function, then list what the code
+  under test replaced while the test ran (the grader fails that test: its verdict cannot be
+  trusted). IPython's transformers and events never see a test, so they are left alone;
+- `reset` (IPython's input pipeline too) before a read-only cell that IPython runs, and
+  `remember` after it: the globals those trusted cells bound (`checks`, `torch`, ...), as they
+  were right after the cell ran.
 
 The test's source never enters IPython's input history (`In`, `_ih`), so a later cell cannot
 print it. Code in the same process can still reach the guard itself (its handler, its
@@ -199,17 +201,9 @@ class Interpreter:
         self.modules = dict(sys.modules)
         self.module_types = {name: type(module) for name, module in self.modules.items()}
 
-    def reset(self) -> list[str]:
-        """Put every hook back; return what had changed."""
-        import threading
-
+    def reset_ipython(self) -> list[str]:
+        """Put IPython's input pipeline back; only cells that IPython runs go through it."""
         found = []
-        if sys.gettrace() is not None or sys.getprofile() is not None:
-            found.append("a trace or profile function (sys.settrace / sys.setprofile)")
-        sys.settrace(None)
-        sys.setprofile(None)
-        threading.settrace(None)
-        threading.setprofile(None)
         for name, snapshot in self.shell_lists.items():
             current = getattr(self.shell, name, None)
             if current is not snapshot and (not isinstance(current, list) or current != snapshot):
@@ -227,6 +221,19 @@ class Interpreter:
         if (self.shell.custom_exceptions, self.shell.CustomTB) != self.custom_exceptions:
             found.append("IPython's custom exception handler")
             self.shell.custom_exceptions, self.shell.CustomTB = self.custom_exceptions
+        return found
+
+    def reset_python(self) -> list[str]:
+        """Put the interpreter's own hooks back; return what had changed."""
+        import threading
+
+        found = self.replaced_modules(fix=True)
+        if sys.gettrace() is not None or sys.getprofile() is not None:
+            found.append("a trace or profile function (sys.settrace / sys.setprofile)")
+        sys.settrace(None)
+        sys.setprofile(None)
+        threading.settrace(None)
+        threading.setprofile(None)
         for name, hook in self.sys_hooks.items():
             if getattr(sys, name) is not hook:
                 found.append(f"sys.{name}")
@@ -239,13 +246,28 @@ class Interpreter:
                     current[:] = snapshot
                 else:
                     setattr(sys, name, list(snapshot))
+        return found
+
+    def replaced_modules(self, fix: bool) -> list[str]:
+        """Modules loaded before any student code that are no longer the ones in sys.modules, or
+        whose type changed (a module class with its own __getattribute__)."""
+        found = []
         for name, module in self.modules.items():
             if sys.modules.get(name) is not module:
                 found.append(f"sys.modules[{name!r}]")
-                sys.modules[name] = module
+                if fix:
+                    sys.modules[name] = module
             if type(module) is not self.module_types[name]:
                 found.append(f"the type of module {name!r}")
-                module.__class__ = self.module_types[name]
+                if fix:
+                    module.__class__ = self.module_types[name]
+        return found
+
+    def changed_during_test(self) -> list[str]:
+        """What, changed while a test ran, could have changed its verdict."""
+        found = self.replaced_modules(fix=False)
+        if sys.gettrace() is not None:
+            found.append("a trace function (sys.settrace)")
         return found
 
 
@@ -278,14 +300,17 @@ class Handler:
         self.kernel.session.send(stream, REPLY, reply, message, idents)
 
     def op_reset(self) -> dict:
-        return {"undone": self.interpreter.reset() + self.guard.restore(self.namespace)}
+        interpreter = self.interpreter
+        return {"undone": interpreter.reset_ipython() + interpreter.reset_python()
+                + self.guard.restore(self.namespace)}
 
     def op_remember(self, names) -> dict:
         self.guard.remember(self.namespace, names)
         return {}
 
     def op_run_test(self, source: str, filename: str, loaded, bound) -> dict:
-        undone = self.interpreter.reset() + self.guard.restore(self.namespace, shadow_names=loaded)
+        # IPython's transformers and events never see the test: it does not go through IPython.
+        undone = self.interpreter.reset_python() + self.guard.restore(self.namespace, shadow_names=loaded)
         code = compile(source, filename, "exec", dont_inherit=True)
         outcome = {"ename": None, "evalue": None}
         try:
@@ -295,7 +320,8 @@ class Handler:
         finally:
             sys.settrace(None)
             sys.setprofile(None)
-        tampered = self.interpreter.reset() + self.guard.tampered(self.namespace, rebound=bound)
+        tampered = self.interpreter.changed_during_test() + self.guard.tampered(self.namespace, rebound=bound)
+        self.interpreter.reset_python()
         if tampered:
             self.guard.restore(self.namespace)
         return {"undone": undone, "tampered": tampered, **outcome}

@@ -172,8 +172,8 @@ def test_no_interpreter_hook_a_solution_cell_installs_changes_a_test_verdict(tmp
     for number, (name, cell) in enumerate(zip(ATTACKS, tests, strict=True)):
         assert ("AssertionError", f"answer_{number} is wrong ({name})") in errors(cell), (
             f"the {name} attack changed the verdict: {cell.outputs}")
-    notes = text(tests[1]) + text(tests[2]) + text(tests[4])
-    assert "ast_transformers" in notes and "events" in notes and "trace or profile function" in notes
+    assert "trace or profile function" in text(tests[4]) and "sys.meta_path" in text(tests[5])
+    assert "sys.modules['math']" in text(tests[6]), "the feedback names what the grader put back"
 
 
 def test_hidden_test_code_never_enters_the_input_history(tmp_path):
