@@ -211,3 +211,13 @@ def test_endless_cells_share_one_time_budget(tmp_path):
     assert TIMED_OUT in dict(errors(cells[1]))
     [(name, message)] = errors(cells[-1])
     assert name == OUT_OF_TIME and "time budget of 7 s" in message
+
+
+def test_each_cell_time_and_outcome_is_recorded(tmp_path):
+    times = tmp_path / "times.jsonl"
+    run(["import time; time.sleep(0.3)", "1 / 0"], tmp_path, cell_times_path=str(times))
+    import json
+
+    rows = [json.loads(line) for line in times.read_text().splitlines()]
+    assert [(row["cell"], row["outcome"]) for row in rows] == [(0, "ok"), (1, "error: ZeroDivisionError")]
+    assert rows[0]["seconds"] >= 0.3
