@@ -18,7 +18,13 @@ from nbgrader.preprocessors import (
 )
 
 from course_tools.execute import GuardedExecute, RestoreCellOrder
-from course_tools.feedback import ConciseErrors
+from course_tools.feedback import (
+    ConciseErrors,
+    RedactHiddenTests,
+    clean_graded_folder,
+    keep_only_feedback_pages,
+)
+from course_tools.intake import IntakeNotes, SubmissionIntake
 
 c = get_config()  # noqa: F821 - provided by traitlets when it executes this file
 
@@ -63,17 +69,33 @@ c.IgnorePattern.pattern = r"[\s\S]"
 # A student who deleted a read-only test cell still gets it back, and graded.
 c.OverwriteCells.add_missing_cells = True
 
-# Feedback shows each failure message but neither the hidden tests' code nor tracebacks echoing it.
+# Feedback shows each failure message but neither the hidden tests' code nor tracebacks echoing it,
+# nor an output that prints it (RedactHiddenTests also keeps a student's marker text from failing
+# ClearHiddenTests); and the feedback folder holds the notebooks' pages only, never what the
+# student or their code left beside them (course_tools/feedback.py).
 c.GenerateFeedback.preprocessors = [
     GetGrades,
     CSSHTMLHeaderPreprocessor,
+    RedactHiddenTests,
     ClearHiddenTests,
     ConciseErrors,
 ]
+c.GenerateFeedback.pre_convert_hook = clean_graded_folder
+c.GenerateFeedback.post_convert_hook = keep_only_feedback_pages
 
-# Before running a submission: nbgrader's clean-up, then the release's cell order and any deleted
-# read-only cell (the setup cell, say) restored, so that each test runs after the code it tests.
+# Before nbgrader copies or reads a submission: links and special files removed, extra files
+# beyond a quota removed, an unreadable notebook graded as the blank release, all of it noted in
+# the student's feedback (course_tools/intake.py). After grading: links and special files the
+# student's code left in its folder removed.
+c.Autograde.pre_convert_hook = SubmissionIntake(extra_files_quota_mb=200, notebook_limit_mb=50)
+c.Autograde.post_convert_hook = clean_graded_folder
+
+# Before running a submission: the intake's notes and one cell per grade id (a pasted test cell
+# would make OverwriteCells fail the notebook), nbgrader's clean-up, then the release's cell order
+# and any deleted read-only cell (the setup cell, say) restored, so that each test runs after the
+# code it tests.
 c.Autograde.sanitize_preprocessors = [
+    IntakeNotes,
     ClearOutput,
     DeduplicateIds,
     OverwriteKernelspec,

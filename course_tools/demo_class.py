@@ -9,6 +9,11 @@ A submission is described by tests/demo_class/<assignment>/<student>.py:
     # delete: ex5_1_test [more grade ids of cells the student deleted from the notebook]
     # move: ex1_1_test before ex1_1_solution    (the student moved a cell)
     # retype: ex2_1_test markdown               (the student changed a cell's type)
+    # paste: ex1_1_test after ex1_1_test        (the student pasted a copy of a cell, metadata and all)
+    # file: grades.db -> link gradebook.db      (one line per file handed in beside the notebook: a
+    # file: pipe -> fifo                         link to a path of the course, a named pipe, or a text
+    # file: memory.ipynb -> text {"cells": [    file; a notebook's own name replaces the notebook)
+    # note: a phrase the grader's note at the top of its feedback must show
     # needs: sandbox                            (grades as declared only in a sandboxed grader)
     # kind: broken | hostile                    (default: by name, or a realistic mistake)
     # %% ex1_1_solution
@@ -21,6 +26,7 @@ With base "release" the notebook is handed in exactly as it was released.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +40,8 @@ DEMO_ROOT = REPO_ROOT / "tests" / "demo_class"
 # at the course's 300 s per cell one such student would cost ten minutes. Every honest cell of
 # the demo class runs in a few seconds, so it is graded under this timeout instead.
 DEMO_CELL_TIMEOUT_S = 40
-_HEADER = re.compile(r"^# (about|base|loses|says|delete|move|retype|needs|kind):(.*)$")
+_HEADER = re.compile(r"^# (about|base|loses|says|delete|move|retype|paste|file|note|needs|kind):(.*)$")
+_FILE = re.compile(r"^(\S+)\s*->\s*(link|fifo|text)\b\s?(.*)$")
 _CELL = re.compile(r"^# %% (\S+)\s*$")
 _MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
@@ -51,6 +58,9 @@ class DemoSubmission:
     deleted: tuple[str, ...] = ()
     moved: tuple[str, str] | None = None
     retyped: tuple[str, str] | None = None
+    pasted: tuple[str, str] | None = None
+    files: tuple[tuple[str, str, str], ...] = ()
+    note: str = ""
     needs_sandbox: bool = False
     declared_kind: str = ""
     cells: dict[str, str] = field(default_factory=dict)
@@ -80,6 +90,7 @@ def kind_of(submission: DemoSubmission) -> str:
 def parse_submission(path: Path) -> DemoSubmission:
     """Read one tests/demo_class/<assignment>/<student>.py file."""
     header: dict[str, str] = {}
+    files = []
     cells: dict[str, list[str]] = {}
     current = None
     for line in Path(path).read_text().splitlines():
@@ -91,7 +102,12 @@ def parse_submission(path: Path) -> DemoSubmission:
             cells[current] = []
         elif current is not None:
             cells[current].append(line)
-        elif match := _HEADER.match(line):
+        elif (match := _HEADER.match(line)) and match.group(1) == "file":
+            file = _FILE.match(match.group(2).strip())
+            if not file:
+                raise ValueError(f"{path}: write '# file: <name> -> link <course path>|fifo|text <content>'")
+            files.append(file.groups())
+        elif match:
             header[match.group(1)] = match.group(2).strip()
     base = header.get("base", "")
     if base not in ("solution", "release"):
@@ -109,6 +125,9 @@ def parse_submission(path: Path) -> DemoSubmission:
         deleted=tuple(header.get("delete", "").split()),
         moved=_pair(path, header, "move", "before"),
         retyped=_pair(path, header, "retype", None),
+        pasted=_pair(path, header, "paste", "after"),
+        files=tuple(files),
+        note=header.get("note", ""),
         needs_sandbox=header.get("needs", "") == "sandbox",
         declared_kind=header.get("kind", ""),
         cells={name: "\n".join(lines).strip("\n") for name, lines in cells.items()},
@@ -153,7 +172,7 @@ def build_notebook(submission: DemoSubmission, source_nb, release_nb):
                if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
     present = {_grade_id(c) for c in notebook.cells} - {None}
     named = set(submission.cells) | set(submission.deleted) | set(submission.moved or ()) | (
-        {submission.retyped[0]} if submission.retyped else set())
+        {submission.retyped[0]} if submission.retyped else set()) | set(submission.pasted or ())
     unknown = named - present
     if unknown:
         raise ValueError(f"demo student {submission.student} names cells {sorted(unknown)} that the "
@@ -178,7 +197,35 @@ def build_notebook(submission: DemoSubmission, source_nb, release_nb):
         new = {"markdown": nbformat.v4.new_markdown_cell, "raw": nbformat.v4.new_raw_cell,
                "code": nbformat.v4.new_code_cell}[cell_type](old.source, metadata=old.metadata, id=old.id)
         notebook.cells[position] = new
+    if submission.pasted:
+        # JupyterLab's paste gives the copy a new cell id and keeps its metadata, grade id included.
+        copied, anchor = submission.pasted
+        copy = nbformat.from_dict(next(c for c in notebook.cells if _grade_id(c) == copied))
+        copy.id = f"{copy.get('id', 'cell')[:50]}-pasted"
+        position = next(i for i, c in enumerate(notebook.cells) if _grade_id(c) == anchor)
+        notebook.cells.insert(position + 1, copy)
     return notebook
+
+
+def _clear(path: Path) -> None:
+    # A demo folder written before may hold a link where a notebook goes: writing through it would
+    # overwrite what it points to.
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+
+
+def write_files(root: Path, target: Path, submission: DemoSubmission) -> None:
+    """The files a demo student hands in beside (or instead of) the notebook."""
+    for name, kind, argument in submission.files:
+        path = target / name
+        _clear(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "link":
+            path.symlink_to(Path(root).resolve() / argument)
+        elif kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.write_text(argument + "\n")
 
 
 def write_submissions(root: Path, assignment: str, demo_root: Path = DEMO_ROOT) -> list[DemoSubmission]:
@@ -191,5 +238,8 @@ def write_submissions(root: Path, assignment: str, demo_root: Path = DEMO_ROOT) 
         for submission in submissions:
             target = root / "submitted" / submission.student / assignment
             target.mkdir(parents=True, exist_ok=True)
+            _clear(target / notebook_path.name)
             nbformat.write(build_notebook(submission, source_nb, release_nb), target / notebook_path.name)
+    for submission in submissions:
+        write_files(root, root / "submitted" / submission.student / assignment, submission)
     return submissions

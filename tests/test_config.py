@@ -1,5 +1,7 @@
 """nbgrader_config.py: every option is spelt right and really takes effect."""
 
+import os
+
 import nbformat
 from nbgrader.apps.nbgraderapp import NbGraderApp
 from nbgrader.converters import Autograde, GenerateFeedback
@@ -8,7 +10,14 @@ from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions, Execute, Ig
 
 from course_tools.course import REPO_ROOT, load_config
 from course_tools.execute import GuardedExecute
-from course_tools.feedback import ConciseErrors
+from course_tools.feedback import (
+    REDACTED,
+    ConciseErrors,
+    RedactHiddenTests,
+    clean_graded_folder,
+    keep_only_feedback_pages,
+)
+from course_tools.intake import IntakeNotes, SubmissionIntake
 
 
 def configurable_classes():
@@ -76,10 +85,53 @@ def test_concise_errors_keeps_only_the_message():
     assert cleaned.outputs[0].traceback == ["AssertionError: step ran 8 times"]
 
 
+def test_feedback_redacts_printed_hidden_tests_before_clearing_them():
+    names = [p.__name__ for p in GenerateFeedback(config=load_config()).preprocessors]
+    assert names.index(RedactHiddenTests.__name__) < names.index(ClearHiddenTests.__name__)
+    grading = {"nbgrader": {"grade": True, "solution": False, "grade_id": "t"}}
+    test = nbformat.v4.new_code_cell("check(1)\n### BEGIN HIDDEN TESTS\nassert secret_hidden_check(2)\n"
+                                     "### END HIDDEN TESTS", metadata=grading)
+    student = nbformat.v4.new_code_cell("print(In)")
+    student.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{[test.source]!r}\n")]
+    notebook = nbformat.v4.new_notebook(cells=[test, student])
+    cleaned, _ = RedactHiddenTests(config=load_config()).preprocess(notebook, {})
+    assert cleaned.cells[1].outputs[0].text == REDACTED + "\n"
 
-def test_autograde_keeps_nbgraders_steps_with_two_replaced_or_added():
-    """GuardedExecute stands where nbgrader's Execute stood and RestoreCellOrder follows OverwriteCells;
-    every other step of nbgrader's own lists is still there, in order."""
+
+def test_feedback_folders_hold_only_the_pages(tmp_path):
+    feedback = GenerateFeedback(config=load_config())
+    assert feedback.pre_convert_hook is clean_graded_folder
+    assert feedback.post_convert_hook is keep_only_feedback_pages
+    graded, given = tmp_path / "autograded" / "ann" / "a", tmp_path / "feedback" / "ann" / "a"
+    graded.mkdir(parents=True)
+    given.mkdir(parents=True)
+    os.symlink(tmp_path, graded / "course")
+    (given / "a.html").write_text("page")
+    (given / "left_behind.py").write_text("x = 1")
+    feedback.pre_convert_hook(assignment="a", student="*", notebooks=[str(graded / "a.ipynb")])
+    feedback.post_convert_hook(assignment="a", student="*", notebooks=[str(graded / "a.ipynb")])
+    assert list(graded.iterdir()) == [] and [p.name for p in given.iterdir()] == ["a.html"]
+
+
+def test_submissions_are_taken_in_before_grading(tmp_path):
+    """Links, special files and extra files beyond 200 MB go before nbgrader copies a submission;
+    what grading leaves behind goes after it."""
+    autograde = Autograde(config=load_config())
+    assert isinstance(autograde.pre_convert_hook, SubmissionIntake)
+    assert autograde.pre_convert_hook.extra_files_quota == 200 * 1024 * 1024
+    assert autograde.post_convert_hook is clean_graded_folder
+    folder = tmp_path / "submitted" / "ann" / "a"
+    folder.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), folder / "a.ipynb")
+    os.symlink(tmp_path, folder / "course")
+    os.mkfifo(folder / "pipe")
+    autograde.pre_convert_hook(assignment="a", student="*", notebooks=[str(folder / "a.ipynb")])
+    assert [p.name for p in folder.iterdir()] == ["a.ipynb"]
+
+
+def test_autograde_keeps_nbgraders_steps_with_three_replaced_or_added():
+    """IntakeNotes comes first, GuardedExecute stands where nbgrader's Execute stood and RestoreCellOrder
+    follows OverwriteCells; every other step of nbgrader's own lists is still there, in order."""
     configured, default = Autograde(config=load_config()), Autograde()
 
     def names(steps):
@@ -87,7 +139,7 @@ def test_autograde_keeps_nbgraders_steps_with_two_replaced_or_added():
 
     assert names(configured.autograde_preprocessors) == [
         "GuardedExecute" if name == "Execute" else name for name in names(default.autograde_preprocessors)]
-    expected_sanitize = []
+    expected_sanitize = [IntakeNotes.__name__]
     for name in names(default.sanitize_preprocessors):
         expected_sanitize += [name, "RestoreCellOrder"] if name == "OverwriteCells" else [name]
     assert names(configured.sanitize_preprocessors) == expected_sanitize

@@ -1,0 +1,474 @@
+"""What the grader takes in from a submission folder before nbgrader reads it.
+
+nbgrader's autograde copies every extra file of submitted/<student>/<assignment>/ into the folder
+where the student's kernel runs (`shutil.copy` follows links and blocks on a named pipe), and
+reads each notebook with nbformat: a notebook that is a link is graded as whatever it points
+to (the worked solution in source/, say), and one that cannot be read fails the whole
+submission, with a log line that quotes its first bytes. Two steps of the course's Autograde
+configuration stand in front of that:
+
+- `SubmissionIntake`, the `Autograde.pre_convert_hook`, runs on each submission folder before
+  nbgrader copies anything: it makes the folder a real folder if it is a link, removes every
+  link and special file under it (never following one), removes extra files beyond a quota
+  (largest first), and replaces each notebook it cannot read as a notebook by a placeholder
+  that says why;
+- `IntakeNotes`, the first sanitize preprocessor, turns a placeholder into the blank release
+  notebook (graded: zero points, with a feedback page), keeps one cell per grade id where a
+  student pasted a cell twice (nbgrader's own DeduplicateIds leaves a cell that makes
+  `OverwriteCells.add_missing_task_cells` raise KeyError), drops grading metadata that names no
+  cell of the notebook, and puts everything the intake did at the top of the notebook, where
+  the student reads it in their feedback.
+
+Nothing a student handed in is ever written to the teacher's log: file names are shown with
+every unusual character replaced, and a notebook's content never.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets.log import get_logger
+
+MB = 1024 * 1024
+# Notebook metadata key of a placeholder written by SubmissionIntake, read by IntakeNotes.
+PLACEHOLDER_KEY = "course_intake"
+NOTE_TITLE = "**Note from the grader about your submission**"
+
+# Notes of the latest intake of each submission folder (its real path). The hook and the sanitize
+# step run in the same process, one submission after the other; the hook replaces the entry at
+# every intake, so a submission graded again only carries what that intake found.
+_NOTES: dict[str, list[str]] = {}
+_UNLISTABLE_WARNED: set[str] = set()
+
+
+class Unreadable(Exception):
+    """A submitted notebook that cannot be graded as a notebook; the message says why, in words
+    for the student, and never quotes the file."""
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A file or folder removed from a submission, and why."""
+
+    path: str
+    why: str
+
+    def note(self) -> str:
+        return f"`{shown(self.path)}` was removed: {self.why}."
+
+
+def shown(name: str) -> str:
+    """A file name as feedback and log may show it: a student chooses their file names, so every
+    character that could break out of Markdown or a terminal line is replaced."""
+    safe = re.sub(r"[^\w.+/() -]", "?", str(name))
+    return safe if len(safe) <= 80 else safe[:77] + "..."
+
+
+def megabytes(size: float) -> str:
+    return f"{size / MB:.0f} MB" if size >= MB else f"{size / MB:.2g} MB"
+
+
+def special_kind(mode: int) -> str | None:
+    """What an lstat mode is when it is neither a regular file nor a folder."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return "a link"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device file"
+    return "a special file"
+
+
+def _make_accessible(path: Path, mode: int, bits: int) -> None:
+    # Submissions are copied by `nbgrader collect` and so belong to the grader, who may restore
+    # the permission bits a student's files arrived without.
+    if mode & bits != bits:
+        try:
+            os.chmod(path, stat.S_IMODE(mode) | bits)
+        except OSError:
+            pass
+
+
+def _list(folder: Path) -> list[str]:
+    _make_accessible(folder, os.lstat(folder).st_mode, stat.S_IRWXU)
+    return sorted(os.listdir(folder))
+
+
+def _readable(path: Path, mode: int) -> bool:
+    for attempt in range(2):
+        try:
+            os.close(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK))
+            return True
+        except OSError:
+            if attempt == 0:
+                _make_accessible(path, mode, stat.S_IRUSR)
+    return False
+
+
+def remove_entry(path: Path) -> bool:
+    """Remove a file, link or folder without following any link; False when it stays."""
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            shutil.rmtree(path)  # removes links inside, never what they point to
+        else:
+            os.unlink(path)
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        get_logger().error("The grader could not remove %s: grading may copy or follow it", shown(path))
+        return False
+
+
+def remove_unsafe_entries(folder: Path, skip: frozenset[str] = frozenset()
+                          ) -> tuple[list[Dropped], list[tuple[str, int]]]:
+    """Remove every link and special file under `folder` (never following a link), and every file
+    or folder the grader cannot read even after restoring its owner's permissions. Returns what
+    was removed and (path, size) of every regular file left; top-level names in `skip` are the
+    caller's."""
+    dropped, files = [], []
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            names = _list(current)
+        except OSError:
+            if current == folder:
+                raise
+            if remove_entry(current):
+                relative = current.relative_to(folder).as_posix()
+                dropped.append(Dropped(relative, "the grader cannot open this folder"))
+            continue
+        for name in names:
+            path = current / name
+            relative = path.relative_to(folder).as_posix()
+            if current == folder and name in skip:
+                continue
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                continue
+            kind = special_kind(mode)
+            if kind:
+                if remove_entry(path):
+                    dropped.append(Dropped(relative, f"it is {kind}; the grader takes in only plain files"))
+            elif stat.S_ISDIR(mode):
+                pending.append(path)
+            elif _readable(path, mode):
+                files.append((relative, os.lstat(path).st_size))
+            elif remove_entry(path):
+                dropped.append(Dropped(relative, "the grader cannot read it"))
+    return dropped, files
+
+
+def enforce_quota(folder: Path, files: list[tuple[str, int]], quota: int) -> list[Dropped]:
+    """Remove the largest files until the rest total at most `quota` bytes."""
+    total, dropped = sum(size for _, size in files), []
+    for relative, size in sorted(files, key=lambda item: (-item[1], item[0])):
+        if total <= quota:
+            break
+        if remove_entry(folder / relative):
+            total -= size
+            dropped.append(Dropped(relative, f"it is {megabytes(size)}, and the files handed in beside the "
+                                             f"notebooks may total at most {megabytes(quota)}"))
+    return dropped
+
+
+def read_submitted_notebook(path: Path, size_limit: int) -> tuple[nbformat.NotebookNode, bool]:
+    """The notebook at `path`, and whether it had to be rebuilt to follow nbformat 4's schema.
+
+    Raises Unreadable when it is not a notebook at all. nbformat itself is never handed the file
+    whole: its reader logs schema errors quoting the offending cell."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        raise Unreadable("the grader cannot find it") from None
+    kind = special_kind(info.st_mode)
+    if kind:
+        raise Unreadable(f"it is {kind}, not the notebook itself")
+    if stat.S_ISDIR(info.st_mode):
+        raise Unreadable("it is a folder")
+    if info.st_size > size_limit:
+        raise Unreadable(f"it is {megabytes(info.st_size)}, over the limit of {megabytes(size_limit)}")
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(descriptor, "rb") as handle:
+            raw = handle.read(size_limit + 1)
+    except OSError:
+        raise Unreadable("the grader cannot read it") from None
+    if len(raw) > size_limit:
+        raise Unreadable(f"it is over the grader's limit of {megabytes(size_limit)}")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise Unreadable("it is not text") from None
+    except (ValueError, RecursionError):
+        raise Unreadable("it is not valid JSON") from None
+    if not isinstance(data, dict) or "nbformat" not in data:
+        raise Unreadable("it is not a Jupyter notebook")
+    if data.get("nbformat") != 4:
+        raise Unreadable("it is not in notebook format 4, the one Jupyter writes")
+    cells = data.get("cells")
+    if not isinstance(cells, list) or not cells:
+        raise Unreadable("it has no cells")
+    notebook = nbformat.from_dict(data)
+    if _valid(notebook):
+        return notebook, False
+    rebuilt = _rebuild(data, keep_metadata=True)
+    if rebuilt is not None and _valid(rebuilt):
+        return rebuilt, True
+    rebuilt = _rebuild(data, keep_metadata=False)
+    if rebuilt is not None and _valid(rebuilt):
+        return rebuilt, True
+    raise Unreadable("its cells are not notebook cells")
+
+
+def _valid(notebook) -> bool:
+    try:
+        nbformat.validate(notebook)
+        return True
+    except Exception:  # the schema's errors, and whatever odd content makes the validator trip on
+        return False
+
+
+def _rebuild(data: dict, keep_metadata: bool):
+    """The notebook's cells, their type, source and metadata (or only the grading metadata),
+    without outputs (the sanitize step clears them anyway)."""
+    makers = {"code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell,
+              "raw": nbformat.v4.new_raw_cell}
+    cells = []
+    for cell in data["cells"]:
+        if not isinstance(cell, dict) or cell.get("cell_type") not in makers:
+            return None
+        source = cell.get("source", "")
+        if isinstance(source, list) and all(isinstance(part, str) for part in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            return None
+        metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+        if not keep_metadata:
+            grading = metadata.get("nbgrader")
+            metadata = {"nbgrader": grading} if isinstance(grading, dict) else {}
+        rebuilt = makers[cell["cell_type"]](source)
+        rebuilt.metadata = nbformat.from_dict(metadata)  # validated with the whole notebook
+        cells.append(rebuilt)
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = cells
+    if keep_metadata and isinstance(data.get("metadata"), dict):
+        notebook.metadata = data["metadata"]
+    return notebook
+
+
+def placeholder_notebook(name: str, reason: str) -> nbformat.NotebookNode:
+    """What stands in submitted/ for a notebook that could not be read: IntakeNotes grades the
+    blank release in its place, with this note on top."""
+    note = (f"Your submitted file `{shown(name)}` could not be read as a notebook ({reason}), so it was "
+            "graded as the blank release: 0 points. Hand in the notebook itself.")
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"{NOTE_TITLE}\n\n- {note}")])
+    notebook.metadata[PLACEHOLDER_KEY] = {"note": note}
+    return notebook
+
+
+class SubmissionIntake:
+    """The course's `Autograde.pre_convert_hook` (see the module docstring).
+
+    nbgrader calls it once per submission folder, after deciding to grade it and before copying
+    anything, as hook(assignment=<pattern>, student=<pattern>, notebooks=[submitted notebook
+    paths]); it logs any failure of its own at INFO level only, so this hook logs its own
+    warnings and errors and never raises.
+    """
+
+    def __init__(self, extra_files_quota_mb: float = 200, notebook_limit_mb: float = 50):
+        self.extra_files_quota = int(extra_files_quota_mb * MB)
+        self.notebook_limit = int(notebook_limit_mb * MB)
+
+    def __repr__(self) -> str:
+        return (f"SubmissionIntake(extra_files_quota_mb={self.extra_files_quota / MB:g}, "
+                f"notebook_limit_mb={self.notebook_limit / MB:g})")
+
+    def __call__(self, assignment=None, student=None, notebooks=None, **_ignored) -> None:
+        log = get_logger()
+        folders: dict[str, list[str]] = {}
+        for notebook in notebooks or []:
+            folder = os.path.dirname(os.path.abspath(notebook))
+            folders.setdefault(folder, []).append(os.path.basename(notebook))
+        for folder, names in folders.items():
+            try:
+                notes = self.take_in(Path(folder), names)
+            except Exception as error:  # a hook must never stop grading the class
+                log.error("Intake of %s failed (%s): its files were not checked before grading",
+                          shown(folder), type(error).__name__)
+                continue
+            _NOTES[os.path.realpath(folder)] = notes
+            for note in notes:
+                log.warning("Intake of %s: %s", _label(Path(folder)), note)
+        if folders:
+            warn_unlistable(Path(next(iter(folders))).parent.parent, student or "*", assignment or "*")
+
+    def take_in(self, folder: Path, notebook_names: list[str]) -> list[str]:
+        """Make one submission folder safe to grade; returns the notes for its feedback."""
+        linked = False
+        for link in (folder.parent, folder):
+            if os.path.islink(link):
+                os.unlink(link)
+                linked = True
+        if linked:
+            folder.mkdir(parents=True, exist_ok=True)
+        notes = []
+        for name in notebook_names:
+            path = folder / name
+            try:
+                if linked:
+                    raise Unreadable("your submission folder was a link to another place, not a folder")
+                notebook, rebuilt = read_submitted_notebook(path, self.notebook_limit)
+            except Unreadable as problem:
+                remove_entry(path)
+                # The placeholder carries its own note, so the note stays with the submission.
+                nbformat.write(placeholder_notebook(name, str(problem)), path)
+                get_logger().warning("Intake of %s: %s could not be read as a notebook (%s): graded as "
+                                     "the blank release", _label(folder), shown(name), problem)
+                continue
+            if rebuilt:
+                remove_entry(path)
+                nbformat.write(notebook, path)
+                notes.append(f"`{shown(name)}` did not follow the notebook format exactly; it was graded "
+                             "from its cells' code and text.")
+        dropped, files = remove_unsafe_entries(folder, skip=frozenset(notebook_names))
+        dropped += enforce_quota(folder, files, self.extra_files_quota)
+        return notes + [item.note() for item in dropped]
+
+
+def _label(folder: Path) -> str:
+    return shown("/".join(Path(folder).parts[-2:]))
+
+
+def warn_unlistable(submitted_root: Path, student_pattern: str, assignment_pattern: str) -> None:
+    """Say once which submission folders nbgrader skips without a word: it finds a folder's
+    notebooks by listing it, so a folder the grader cannot list is never graded."""
+    try:
+        students = sorted(os.listdir(submitted_root))
+    except OSError:
+        return
+    for student in fnmatch.filter(students, student_pattern):
+        student_folder = submitted_root / student
+        try:
+            if not stat.S_ISDIR(os.lstat(student_folder).st_mode):
+                continue
+            names = fnmatch.filter(os.listdir(student_folder), assignment_pattern)
+            candidates = [student_folder / name for name in names]
+        except OSError:
+            candidates = [student_folder]
+        for candidate in candidates:
+            try:
+                if stat.S_ISDIR(os.lstat(candidate).st_mode):
+                    os.listdir(candidate)
+            except OSError:
+                key = os.path.abspath(candidate)
+                if key not in _UNLISTABLE_WARNED:
+                    _UNLISTABLE_WARNED.add(key)
+                    get_logger().error(
+                        "The grader cannot list %s, so nbgrader does not grade it: make it readable "
+                        "(chmod -R u+rwX) and autograde it again", shown(key))
+
+
+def notes_for(folder: str) -> list[str]:
+    """The notes of the latest intake of a submission folder."""
+    return list(_NOTES.get(os.path.realpath(folder), []))
+
+
+def note_cell(notes: list[str], nbformat_minor: int = 5) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_markdown_cell(NOTE_TITLE + "\n\n" + "\n".join(f"- {note}" for note in notes))
+    if nbformat_minor < 5:  # cell ids came with nbformat 4.5
+        cell.pop("id", None)
+    return cell
+
+
+class IntakeNotes(NbGraderPreprocessor):
+    """The first sanitize step (see the module docstring): a placeholder becomes the blank release,
+    each grade id keeps one cell, and the notes go at the top of the notebook."""
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        coursedir = CourseDirectory(config=self.config)
+        notes = []
+        placeholder = nb.metadata.get(PLACEHOLDER_KEY)
+        if isinstance(placeholder, dict):
+            notes.append(str(placeholder.get("note", "Your notebook could not be read: graded blank.")))
+            self._become_release(nb, coursedir, info)
+        folder = coursedir.format_path(coursedir.submitted_directory, info["student"], info["assignment"])
+        notes += notes_for(folder)
+        notes += self._one_cell_per_grade_id(nb, info)
+        if notes:
+            nb.cells.insert(0, note_cell(notes, nb.get("nbformat_minor", 5)))
+        return nb, resources
+
+    def _become_release(self, nb, coursedir: CourseDirectory, info: dict) -> None:
+        path = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / (
+            info["notebook"] + ".ipynb")
+        try:
+            release = nbformat.read(path, as_version=4)
+        except (OSError, ValueError):
+            # OverwriteCells and RestoreCellOrder still bring back every graded and read-only cell.
+            self.log.warning("No release notebook at %s: grading only the cells the gradebook holds", path)
+            nb.cells = []
+            return
+        nb.cells = release.cells
+        nb.metadata = release.metadata
+        nb.nbformat_minor = release.nbformat_minor
+
+    def _one_cell_per_grade_id(self, nb, info: dict) -> list[str]:
+        try:
+            with Gradebook(info["db_url"]) as gradebook:
+                source_cells = gradebook.find_notebook(info["notebook"], info["assignment"]).source_cells
+                locked = {cell.name: bool(cell.locked) for cell in source_cells}
+        except MissingEntry:
+            return []
+        notes, seen, kept = [], set(), []
+        for cell in nb.cells:
+            metadata = cell.setdefault("metadata", {})
+            grading = metadata.get("nbgrader")
+            if grading is None:
+                kept.append(cell)
+                continue
+            grade_id = grading.get("grade_id") if isinstance(grading, dict) else None
+            if not isinstance(grade_id, str) or grade_id not in locked:
+                # nbgrader drops an unknown grade id but keeps the rest of the grading metadata,
+                # and then fails the whole notebook on the cell without a grade id.
+                del metadata["nbgrader"]
+                if grade_id:
+                    notes.append(f"A cell carried the grading id `{shown(grade_id)}`, which this notebook "
+                                 "does not have: it ran as your own cell.")
+                kept.append(cell)
+            elif grade_id not in seen:
+                seen.add(grade_id)
+                kept.append(cell)
+            elif locked[grade_id]:
+                notes.append(f"The read-only cell `{grade_id}` appeared more than once (a pasted copy): the "
+                             "copy was left out, and the cell ran once, as released.")
+            else:
+                del metadata["nbgrader"]
+                notes.append(f"The answer cell `{grade_id}` appeared more than once: the first one is graded "
+                             "as your answer, and each copy ran as your own code where you put it.")
+                kept.append(cell)
+        for note in notes:
+            self.log.warning("%s/%s: %s", shown(info["student"]), info["notebook"], note)
+        nb.cells = kept
+        return notes
+
+    def preprocess_cell(self, cell, resources, index):
+        return cell, resources

@@ -1,0 +1,528 @@
+"""What the grader takes in from a submission, and what feedback may show (course_tools/intake.py,
+course_tools/feedback.py): links, special files, unreadable notebooks, pasted cells, marker text and
+printed hidden tests, first on their own, then through nbgrader's autograde and generate_feedback
+on a one-exercise course."""
+
+import html
+import json
+import logging
+import os
+import re
+import shutil
+import socket
+import stat
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from nbgrader.api import Gradebook
+from nbgrader.preprocessors import ClearHiddenTests, DeduplicateIds, OverwriteCells
+from traitlets.log import get_logger
+
+from course_tools import intake
+from course_tools.course import generate_release, open_course
+from course_tools.demo_class import parse_submission, write_files
+from course_tools.feedback import (
+    REDACTED,
+    RedactHiddenTests,
+    clean_graded_folder,
+    keep_only_feedback_pages,
+    redact_text,
+)
+from course_tools.intake import (
+    PLACEHOLDER_KEY,
+    IntakeNotes,
+    SubmissionIntake,
+    Unreadable,
+    enforce_quota,
+    read_submitted_notebook,
+    remove_unsafe_entries,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SECRET = "STUDENT-CONTENT-7f3a"
+HIDDEN = 'assert add(40, 2) == 42, "forty-two expected"'
+TEST_CELL = ('assert add(1, 2) == 3, "add(1, 2) should be 3"\nprint("visible check passed")\n'
+             f"### BEGIN HIDDEN TESTS\n{HIDDEN}\nassert add(-7, 7) == 0 and add(10**12, 1) == 10**12 + 1\n"
+             "### END HIDDEN TESTS")
+
+
+def grading(grade_id, **flags):
+    meta = {"grade": False, "solution": False, "locked": False, "grade_id": grade_id, "schema_version": 3}
+    meta.update(flags)
+    return {"nbgrader": meta}
+
+
+def mini_notebook(answer="    ### BEGIN SOLUTION\n    return a + b\n    ### END SOLUTION"):
+    """A one-exercise lesson: setup, an answer cell, a test with hidden tests, a free cell."""
+    notebook = new_notebook(cells=[
+        new_markdown_cell("# Mini lesson"),
+        new_code_cell("import math", metadata=grading("setup", locked=True)),
+        new_code_cell(f"def add(a, b):\n{answer}", metadata=grading("add_solution", solution=True)),
+        new_code_cell(TEST_CELL, metadata=grading("add_test", grade=True, locked=True, points=2)),
+        new_code_cell('print("done")'),
+    ])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return notebook
+
+
+@pytest.fixture(scope="module")
+def mini_course(tmp_path_factory):
+    """A course with one assignment, `mini`, released (its cells in the gradebook)."""
+    root = tmp_path_factory.mktemp("mini_course")
+    (root / "source" / "mini").mkdir(parents=True)
+    nbformat.write(mini_notebook(), root / "source" / "mini" / "mini.ipynb")
+    shutil.copy(REPO_ROOT / "nbgrader_config.py", root / "nbgrader_config.py")
+    generate_release(open_course(root), "mini")
+    return root
+
+
+def release_notebook(course):
+    return nbformat.read(course / "release" / "mini" / "mini.ipynb", as_version=4)
+
+
+def grade_id(cell):
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def solved(course, extra=""):
+    notebook = release_notebook(course)
+    answer = next(c for c in notebook.cells if grade_id(c) == "add_solution")
+    answer.source = "def add(a, b):\n    return a + b\n" + extra
+    return notebook
+
+
+@pytest.fixture
+def teacher_log():
+    """What the hooks and steps log, as the teacher's nbgrader log would show it."""
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(self.format(record))
+
+    handler = Keep()
+    logger = get_logger()
+    logger.addHandler(handler)
+    yield records
+    logger.removeHandler(handler)
+
+
+# --- the submission folder ----------------------------------------------------------------------
+
+def make_special_files(folder: Path, outside: Path):
+    (outside / "solutions").mkdir(parents=True)
+    (outside / "solutions" / "answer.py").write_text("secret\n")
+    (outside / "gradebook.db").write_text("grades\n")
+    (folder / "sub").mkdir(parents=True)
+    (folder / "kept.txt").write_text("mine\n")
+    (folder / "sub" / "also_kept.py").write_text("x = 1\n")
+    os.symlink(outside / "gradebook.db", folder / "grades.db")
+    os.symlink(outside / "solutions", folder / "sub" / "solutions")
+    os.symlink(folder / "nowhere", folder / "dangling")
+    os.mkfifo(folder / "pipe")
+    listener, cwd = socket.socket(socket.AF_UNIX), os.getcwd()
+    os.chdir(folder)  # a socket's path may be at most 108 bytes long
+    try:
+        listener.bind("sock")
+    finally:
+        os.chdir(cwd)
+        listener.close()
+
+
+def test_links_and_special_files_are_removed_without_following_them(tmp_path):
+    folder, outside = tmp_path / "submission", tmp_path / "course"
+    make_special_files(folder, outside)
+    dropped, files = remove_unsafe_entries(folder)
+    assert {d.path: d.why.split(";")[0] for d in dropped} == {
+        "grades.db": "it is a link", "sub/solutions": "it is a link", "dangling": "it is a link",
+        "pipe": "it is a named pipe", "sock": "it is a socket"}
+    assert sorted(files) == [("kept.txt", 5), ("sub/also_kept.py", 6)]
+    left = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
+    assert left == ["kept.txt", "sub", "sub/also_kept.py"]
+    assert (outside / "solutions" / "answer.py").read_text() == "secret\n"
+    assert (outside / "gradebook.db").read_text() == "grades\n"
+
+
+def test_extra_files_beyond_the_quota_go_largest_first(tmp_path):
+    for name, size in (("a.bin", 300), ("b.bin", 200), ("c.txt", 100)):
+        (tmp_path / name).write_bytes(b"x" * size)
+    _, files = remove_unsafe_entries(tmp_path)
+    dropped = enforce_quota(tmp_path, files, quota=350)
+    assert [d.path for d in dropped] == ["a.bin"] and "may total at most" in dropped[0].why
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.bin", "c.txt"]
+    assert enforce_quota(tmp_path, [("b.bin", 200), ("c.txt", 100)], quota=350) == []
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b'{"cells": [{"cell_type": "code", "source": "' + SECRET.encode(), "not valid JSON"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00" + SECRET.encode(), "not text"),
+    (json.dumps({"nbformat": 3, "nbformat_minor": 0, "worksheets": [], "metadata": {}}).encode(), "format 4"),
+    (json.dumps({"nbformat": 4, "nbformat_minor": 5, "cells": [], "metadata": {}}).encode(), "no cells"),
+    (json.dumps([SECRET]).encode(), "not a Jupyter notebook"),
+    (json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                 "cells": [{"cell_type": "x", "source": 1}]}).encode(), "not notebook cells"),
+])
+def test_a_file_that_is_no_notebook_says_why_without_quoting_it(tmp_path, content, reason):
+    path = tmp_path / "lesson.ipynb"
+    path.write_bytes(content)
+    with pytest.raises(Unreadable, match=reason) as problem:
+        read_submitted_notebook(path, 10 * intake.MB)
+    assert SECRET not in str(problem.value)
+
+
+def test_links_pipes_folders_and_huge_files_are_no_notebooks(tmp_path):
+    nbformat.write(mini_notebook(), tmp_path / "real.ipynb")
+    os.symlink(tmp_path / "real.ipynb", tmp_path / "link.ipynb")
+    os.mkfifo(tmp_path / "pipe.ipynb")  # reading it would block forever
+    (tmp_path / "folder.ipynb").mkdir()
+    for name, reason in (("link", "a link"), ("pipe", "a named pipe"), ("folder", "a folder")):
+        with pytest.raises(Unreadable, match=reason):
+            read_submitted_notebook(tmp_path / f"{name}.ipynb", 10 * intake.MB)
+    with pytest.raises(Unreadable, match="over the limit"):
+        read_submitted_notebook(tmp_path / "real.ipynb", 100)
+    notebook, rebuilt = read_submitted_notebook(tmp_path / "real.ipynb", 10 * intake.MB)
+    assert not rebuilt and len(notebook.cells) == 5
+
+
+def test_a_notebook_off_the_schema_is_rebuilt_from_its_cells(tmp_path):
+    data = json.loads(nbformat.writes(mini_notebook()))
+    data["cells"][2]["outputs"] = "not a list"
+    data["cells"][2]["metadata"]["collapsed"] = "very"
+    (tmp_path / "odd.ipynb").write_text(json.dumps(data))
+    notebook, rebuilt = read_submitted_notebook(tmp_path / "odd.ipynb", 10 * intake.MB)
+    assert rebuilt
+    nbformat.validate(notebook)
+    assert notebook.cells[2].metadata.nbgrader.grade_id == "add_solution"
+    assert "return a + b" in notebook.cells[2].source
+
+
+def submission(tmp_path, student="ann", name="mini.ipynb"):
+    folder = tmp_path / "course" / "submitted" / student / "mini"
+    folder.mkdir(parents=True)
+    return folder, folder / name
+
+
+def test_intake_replaces_a_linked_or_unreadable_notebook_by_a_placeholder(tmp_path, teacher_log):
+    folder, path = submission(tmp_path)
+    solution = tmp_path / "course" / "source" / "mini" / "mini.ipynb"
+    solution.parent.mkdir(parents=True)
+    nbformat.write(mini_notebook(), solution)
+    os.symlink(solution, path)
+    other_folder, other = submission(tmp_path, "bob")
+    other.write_text('{"cells": [' + SECRET)
+    hook = SubmissionIntake()
+    hook(assignment="mini", student="*", notebooks=[str(path)])
+    hook(assignment="mini", student="*", notebooks=[str(other)])
+    for notebook_path, reason in ((path, "it is a link"), (other, "it is not valid JSON")):
+        assert stat.S_ISREG(os.lstat(notebook_path).st_mode)
+        placeholder = nbformat.read(notebook_path, as_version=4)
+        assert reason in placeholder.metadata[PLACEHOLDER_KEY]["note"]
+        assert "graded as the blank release: 0 points" in placeholder.cells[0].source
+    assert nbformat.read(solution, as_version=4).cells[2].source.startswith("def add")
+    assert any("it is not valid JSON" in line for line in teacher_log)
+    assert not any(SECRET in line for line in teacher_log)
+
+
+def test_intake_cleans_the_folder_and_keeps_its_notes(tmp_path, teacher_log):
+    folder, path = submission(tmp_path)
+    nbformat.write(mini_notebook(), path)
+    make_special_files(folder, tmp_path / "elsewhere")
+    (folder / "big.bin").write_bytes(b"x" * 3000)
+    hook = SubmissionIntake(extra_files_quota_mb=2000 / intake.MB)
+    hook(assignment="mini", student="ann", notebooks=[str(path)])
+    assert sorted(p.name for p in folder.iterdir()) == ["kept.txt", "mini.ipynb", "sub"]
+    notes = intake.notes_for(str(folder))
+    assert len(notes) == 6 and any("`big.bin` was removed: it is" in n and "at most" in n for n in notes)
+    assert any("`pipe` was removed: it is a named pipe" in n for n in notes)
+    assert len([line for line in teacher_log if "was removed" in line]) == 6
+    # a second intake finds nothing more to remove, and says nothing more
+    SubmissionIntake()(assignment="mini", student="ann", notebooks=[str(path)])
+    assert intake.notes_for(str(folder)) == []
+
+
+@pytest.mark.parametrize("linked", ["assignment", "student"])
+def test_a_submission_folder_that_is_a_link_becomes_a_real_folder(tmp_path, linked):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    nbformat.write(mini_notebook(), target / "mini.ipynb")
+    student = tmp_path / "course" / "submitted" / "ann"
+    if linked == "assignment":
+        student.mkdir(parents=True)
+        os.symlink(target, student / "mini")
+    else:
+        (target / "mini").mkdir()
+        shutil.copy(target / "mini.ipynb", target / "mini" / "mini.ipynb")
+        student.parent.mkdir(parents=True)
+        os.symlink(target, student)
+    path = student / "mini" / "mini.ipynb"
+    SubmissionIntake()(assignment="mini", student="ann", notebooks=[str(path)])
+    assert not student.is_symlink() and not (student / "mini").is_symlink()
+    placeholder = nbformat.read(path, as_version=4)
+    assert "submission folder was a link" in placeholder.metadata[PLACEHOLDER_KEY]["note"]
+    assert nbformat.read(target / "mini.ipynb", as_version=4).cells[0].source == "# Mini lesson"
+
+
+def test_the_intake_hook_never_raises(tmp_path, teacher_log):
+    missing = tmp_path / "no" / "such" / "x" / "a.ipynb"
+    SubmissionIntake()(assignment="*", student="*", notebooks=[str(missing)])
+    assert not missing.parent.exists()
+    SubmissionIntake()(assignment=None, student=None, notebooks=None)
+
+
+def test_a_folder_the_grader_cannot_list_is_named_in_the_log(tmp_path, teacher_log, monkeypatch):
+    submitted = tmp_path / "submitted"
+    for student in ("ann", "bob"):
+        (submitted / student / "mini").mkdir(parents=True)
+    hidden_folder = str(submitted / "bob" / "mini")
+    listdir = os.listdir
+
+    def refusing(path="."):
+        if os.fspath(path) == hidden_folder:
+            raise PermissionError(13, "Permission denied")
+        return listdir(path)
+
+    monkeypatch.setattr(os, "listdir", refusing)
+    for _ in range(2):
+        intake.warn_unlistable(submitted, "*", "mini")
+    assert len([line for line in teacher_log if "cannot list" in line and "bob/mini" in line]) == 1
+    assert not any("ann/mini" in line for line in teacher_log)
+
+
+# --- the sanitize step ------------------------------------------------------------------------
+
+def sanitize(course, notebook, steps, student="ann"):
+    config = open_course(course).config
+    resources = {"nbgrader": {"student": student, "assignment": "mini", "notebook": "mini",
+                              "db_url": f"sqlite:///{course / 'gradebook.db'}"}}
+    for step in steps:
+        notebook, resources = step(config=config).preprocess(notebook, resources)
+    return notebook
+
+
+def test_a_pasted_test_cell_no_longer_fails_the_notebook(mini_course):
+    def pasted():
+        notebook = solved(mini_course)
+        test = next(c for c in notebook.cells if grade_id(c) == "add_test")
+        copy = nbformat.from_dict(test)
+        copy.id = "pasted-copy"
+        notebook.cells.insert(notebook.cells.index(test) + 1, copy)
+        return notebook
+
+    def overwrite(config):
+        return OverwriteCells(config=config, add_missing_cells=True)
+
+    with pytest.raises(KeyError, match="grade_id"):  # nbgrader alone
+        sanitize(mini_course, pasted(), [DeduplicateIds, overwrite])
+    notebook = sanitize(mini_course, pasted(), [IntakeNotes, DeduplicateIds, overwrite])
+    ids = [grade_id(c) for c in notebook.cells]
+    assert ids.count("add_test") == 1
+    assert "appeared more than once (a pasted copy)" in notebook.cells[0].source
+
+
+def test_a_pasted_answer_cell_runs_as_the_students_own_code(mini_course):
+    notebook = solved(mini_course)
+    answer = notebook.cells[2]
+    copy = nbformat.from_dict(answer)
+    copy.id = "answer-copy"
+    stray = new_code_cell("x = 1", metadata=grading("from_another_lesson", solution=True))
+    empty = new_code_cell("y = 2", metadata={"nbgrader": {}})
+    notebook.cells[3:3] = [copy, stray, empty]
+    notebook = sanitize(mini_course, notebook, [IntakeNotes])
+    graded = [grade_id(c) for c in notebook.cells]
+    assert graded.count("add_solution") == 1 and "from_another_lesson" not in graded
+    assert [c.source for c in notebook.cells].count(answer.source) == 2
+    assert all("nbgrader" not in c.metadata for c in notebook.cells if c.source in ("x = 1", "y = 2"))
+    note = notebook.cells[0].source
+    assert "answer cell `add_solution` appeared more than once" in note and "`from_another_lesson`" in note
+
+
+def test_a_placeholder_is_graded_as_the_blank_release(mini_course):
+    notebook = intake.placeholder_notebook("mini.ipynb", "it is not text")
+    notebook = sanitize(mini_course, notebook, [IntakeNotes])
+    release = release_notebook(mini_course)
+    assert [c.source for c in notebook.cells[1:]] == [c.source for c in release.cells]
+    assert "could not be read as a notebook (it is not text)" in notebook.cells[0].source
+
+
+def test_a_clean_submission_gets_no_note(mini_course):
+    notebook = sanitize(mini_course, solved(mini_course), [IntakeNotes], student="nobody_special")
+    assert notebook.cells[0].source == "# Mini lesson"
+
+
+# --- feedback -------------------------------------------------------------------------------------
+
+def graded_notebook(student_source, outputs):
+    notebook = mini_notebook()
+    notebook.cells[4].source = student_source
+    notebook.cells[4].outputs = outputs
+    return notebook
+
+
+def redact(notebook):
+    notebook, _ = RedactHiddenTests().preprocess(notebook, {})
+    notebook, _ = ClearHiddenTests().preprocess(notebook, {})
+    return notebook
+
+
+def test_printed_input_history_loses_its_hidden_lines():
+    history = ["", "import math", mini_notebook().cells[3].source, 'print("done")']
+    outputs = [
+        new_output("stream", name="stdout", text=f"history follows\n{history!r}\n{history[2]}\nthe end\n"),
+        new_output("execute_result", data={"text/plain": repr(history), "text/html": html.escape(history[2]),
+                                           "application/json": {"history": history}}, execution_count=1),
+        new_output("error", ename="ValueError", evalue=history[2],
+                   traceback=["\x1b[0;31m" + HIDDEN.replace("add", "\x1b[0madd\x1b[0;31m") + "\x1b[0m"]),
+    ]
+    notebook = redact(graded_notebook("print(In)", outputs))
+    stream, result, error = notebook.cells[4].outputs
+    assert stream.text.splitlines()[0] == "history follows" and stream.text.splitlines()[-1] == "the end"
+    assert REDACTED in stream.text and "forty-two" not in stream.text and "10**12" not in stream.text
+    assert set(result.data) == {"text/plain", "text/html"} and REDACTED in result.data["text/plain"]
+    text = json.dumps(nbformat.from_dict(notebook))
+    assert "forty-two" not in text and "10**12 + 1" not in text and "BEGIN HIDDEN" not in text
+    assert 'add(1, 2) should be 3' in notebook.cells[3].source, "the visible test stays"
+    assert error.ename == "ValueError"
+
+
+def test_failure_messages_and_ordinary_output_stay():
+    outputs = [new_output("stream", name="stdout", text="visible check passed\nadd(40, 2) gave 41\n"),
+               new_output("error", ename="AssertionError", evalue="forty-two expected", traceback=[])]
+    notebook = redact(graded_notebook("print(add(40, 2))", outputs))
+    assert notebook.cells[4].outputs[0].text == "visible check passed\nadd(40, 2) gave 41\n"
+    assert notebook.cells[4].outputs[1].evalue == "forty-two expected"
+    assert redact_text("a\nb\n", ["zzz"]) == "a\nb\n"
+    assert redact_text(f"{HIDDEN}\n{HIDDEN}\nok\n", [HIDDEN]) == f"{REDACTED}\nok\n"
+
+
+def test_marker_text_in_a_students_cell_no_longer_fails_the_feedback():
+    comment = "# the teacher hides tests between ### BEGIN HIDDEN TESTS and ### END HIDDEN TESTS\nx = 1"
+    with pytest.raises(RuntimeError, match="No end hidden tests"):  # nbgrader alone
+        ClearHiddenTests().preprocess(graded_notebook(comment, []), {})
+    printed = new_output("stream", name="stdout", text="### END HIDDEN TESTS\n")
+    notebook = redact(graded_notebook(comment, [printed]))
+    assert notebook.cells[4].source.endswith("BEGIN_HIDDEN_TESTS and ### END_HIDDEN_TESTS\nx = 1")
+    assert notebook.cells[4].outputs[0].text == REDACTED + "\n"
+    assert HIDDEN not in notebook.cells[3].source, "the test cell's own hidden tests are still removed"
+
+
+def grading_folders(tmp_path):
+    graded = tmp_path / "autograded" / "ann" / "mini"
+    feedback = tmp_path / "feedback" / "ann" / "mini"
+    graded.mkdir(parents=True)
+    feedback.mkdir(parents=True)
+    return graded, feedback
+
+
+def test_links_left_by_grading_are_removed_before_feedback_copies_them(tmp_path, teacher_log):
+    graded, _ = grading_folders(tmp_path)
+    (tmp_path / "gradebook.db").write_text("grades\n")
+    nbformat.write(mini_notebook(), graded / "mini.ipynb")
+    os.symlink(tmp_path / "gradebook.db", graded / "grades.db")
+    os.symlink(tmp_path / "gradebook.db", graded / "other.ipynb")
+    os.mkfifo(graded / "pipe")
+    notebooks = [str(graded / "mini.ipynb"), str(graded / "other.ipynb")]
+    clean_graded_folder(assignment="mini", student="*", notebooks=notebooks)
+    assert notebooks == [str(graded / "mini.ipynb")], "nbgrader's own list loses the link, in place"
+    assert sorted(p.name for p in graded.iterdir()) == ["mini.ipynb"]
+    assert (tmp_path / "gradebook.db").read_text() == "grades\n"
+    assert len([line for line in teacher_log if "left behind by grading" in line]) == 3
+
+
+def test_the_feedback_folder_keeps_only_the_pages(tmp_path):
+    graded, feedback = grading_folders(tmp_path)
+    for name in ("mini.html", "timestamp.txt", "submission_secret.txt", "notes.txt", "data.bin"):
+        (feedback / name).write_text("x")
+    (feedback / "folder").mkdir()
+    (feedback / "folder" / "inner.html").write_text("x")
+    os.symlink(feedback / "mini.html", feedback / "link.html")
+    keep_only_feedback_pages(assignment="mini", student="*", notebooks=[str(graded / "mini.ipynb")])
+    left = sorted(p.name for p in feedback.iterdir())
+    assert left == ["mini.html", "submission_secret.txt", "timestamp.txt"]
+
+
+# --- the demo class's new headers -------------------------------------------------------------
+
+def test_demo_files_are_written_as_declared(tmp_path):
+    demo = tmp_path / "demo.py"
+    demo.write_text("# about: links and pipes\n# base: release\n# note: was removed\n"
+                    "# paste: add_test after add_test\n"
+                    "# file: grades.db -> link gradebook.db\n# file: pipe -> fifo\n"
+                    '# file: mini.ipynb -> text {"cells": [\n')
+    parsed = parse_submission(demo)
+    assert parsed.files == (("grades.db", "link", "gradebook.db"), ("pipe", "fifo", ""),
+                            ("mini.ipynb", "text", '{"cells": ['))
+    assert parsed.note == "was removed" and parsed.pasted == ("add_test", "add_test")
+    target = tmp_path / "submitted" / "ann" / "mini"
+    target.mkdir(parents=True)
+    (tmp_path / "gradebook.db").write_text("grades\n")
+    os.symlink(tmp_path / "gradebook.db", target / "mini.ipynb")  # left from an earlier run
+    write_files(tmp_path, target, parsed)
+    assert os.readlink(target / "grades.db") == str((tmp_path / "gradebook.db").resolve())
+    assert stat.S_ISFIFO(os.lstat(target / "pipe").st_mode)
+    assert (target / "mini.ipynb").read_text() == '{"cells": [\n'
+    assert (tmp_path / "gradebook.db").read_text() == "grades\n", "written through the old link"
+
+
+# --- through nbgrader -------------------------------------------------------------------------
+
+def feedback_page(course, student):
+    [page] = (course / "feedback" / student / "mini").glob("*.html")
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+
+
+@pytest.mark.slow
+def test_nbgrader_grades_and_explains_what_the_intake_found(mini_course):
+    submitted = mini_course / "submitted"
+    corrupt = submitted / "corrupt" / "mini"
+    corrupt.mkdir(parents=True)
+    (corrupt / "mini.ipynb").write_text('{"nbformat": 4, "cells": [{"source": "' + SECRET)
+    (corrupt / "timestamp.txt").write_text("2030-01-01 00:00:00.000000 UTC\n")
+    crowded = submitted / "crowded" / "mini"
+    crowded.mkdir(parents=True)
+    nbformat.write(solved(mini_course, 'import os\nprint("files seen:", sorted(os.listdir(".")))'),
+                   crowded / "mini.ipynb")
+    (crowded / "big.bin").write_bytes(b"x" * 30_000)
+    (crowded / "small.txt").write_text("kept\n")
+    os.mkfifo(crowded / "pipe")
+    os.symlink(mini_course / "gradebook.db", crowded / "grades.db")
+    leaves_links = submitted / "leaves_links" / "mini"
+    leaves_links.mkdir(parents=True)
+    nbformat.write(solved(mini_course, 'import os\nos.symlink("../../../gradebook.db", "grades.db")\n'
+                                       'os.mkfifo("pipe")\nos.symlink("../../../source", "lesson")'),
+                   leaves_links / "mini.ipynb")
+
+    api = open_course(mini_course, cell_timeout=60)
+    api.config.Autograde.pre_convert_hook = SubmissionIntake(extra_files_quota_mb=20_000 / intake.MB)
+    result = api.autograde("mini", "*", force=True, create=True)
+    assert result["success"], result.get("log")
+    assert SECRET not in result["log"]
+    assert "mini.ipynb could not be read as a notebook (it is not valid JSON)" in result["log"]
+    # what grading left behind, and links put there after it, never reach feedback
+    graded = mini_course / "autograded" / "leaves_links" / "mini"
+    assert sorted(p.name for p in graded.iterdir()) == ["mini.ipynb"]
+    os.symlink(mini_course / "gradebook.db", graded / "late_link.db")
+    os.mkfifo(graded / "late_pipe")
+    result = api.generate_feedback("mini", force=True)
+    assert result["success"], result.get("log")
+
+    with Gradebook(f"sqlite:///{mini_course / 'gradebook.db'}") as gradebook:
+        scores = {s.student.id: s.score for s in gradebook.assignment_submissions("mini")}
+    assert scores == {"corrupt": 0, "crowded": 2, "leaves_links": 2}
+    corrupt_page = feedback_page(mini_course, "corrupt")
+    assert "it is not valid JSON), so it was graded as the blank release: 0 points" in corrupt_page
+    crowded_page = feedback_page(mini_course, "crowded")
+    assert "files seen: ['mini.ipynb', 'small.txt']" in crowded_page
+    for removed in ("big.bin was removed", "pipe was removed: it is a named pipe", "grades.db was removed"):
+        assert removed in crowded_page
+    for student in scores:
+        page = feedback_page(mini_course, student)
+        assert "forty-two" not in page and "BEGIN HIDDEN" not in page
+        folder = mini_course / "feedback" / student / "mini"
+        names = sorted(p.name for p in folder.iterdir())
+        assert names == (["mini.html", "timestamp.txt"] if student == "corrupt" else ["mini.html"])
+        assert all(stat.S_ISREG(os.lstat(p).st_mode) for p in folder.iterdir())
+    assert stat.S_ISREG(os.lstat(mini_course / "gradebook.db").st_mode)
+    source = nbformat.read(mini_course / "source" / "mini" / "mini.ipynb", as_version=4)
+    assert [c.source for c in source.cells] == [c.source for c in mini_notebook().cells]
