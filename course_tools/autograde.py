@@ -1,0 +1,304 @@
+"""Grade a whole class in parallel: one task per student, each nbgrader's own autograde, on Dask.
+
+    python -m course_tools.autograde 04_memory                 # every submission in submitted/
+    python -m course_tools.autograde 04_memory alice bob       # only these students
+    python -m course_tools.autograde 04_memory --workers 4     # a LocalCluster of 4 processes
+    python -m course_tools.autograde 04_memory --scheduler tcp://10.0.0.5:8786 --db postgresql+psycopg://...
+
+Each task runs `NbGraderAPI.autograde(assignment, student)` with the course's nbgrader_config.py
+(sandbox, guard, timeouts), so a grade is exactly what `nbgrader autograde` gives. A task that
+finishes writes a marker under `.grading/` beside the gradebook; a run grades only the students
+without one (or whose submission changed since), so an interrupted run picks up where it
+stopped. A task whose worker dies is retried once; a submission that still cannot be graded, for
+a reason that is not the student's, is reported and its half-written grades are removed instead of
+being recorded as a zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from course_tools.course import REPO_ROOT, load_config
+
+STATE_DIR = ".grading"
+TIMING_FIELDS = ("student", "notebook", "cell", "grade_id", "seconds", "outcome")
+
+
+@dataclass
+class Outcome:
+    """What happened to one submission in this run."""
+
+    assignment: str
+    student: str
+    status: str  # graded | unchanged | failed
+    seconds: float = 0.0
+    score: float | None = None
+    max_score: float | None = None
+    message: str = ""
+
+
+# -- the course folder --------------------------------------------------------------------------
+
+def default_db_url(root: Path) -> str:
+    """sqlite beside the course, waiting up to a minute for another worker's write to finish."""
+    return f"sqlite:///{Path(root).resolve() / 'gradebook.db'}?timeout=60"
+
+
+def submitted_students(root: Path, assignment: str) -> list[str]:
+    """Students with a folder submitted/<student>/<assignment>/, by name."""
+    submitted = Path(root) / "submitted"
+    if not submitted.is_dir():
+        return []
+    return sorted(p.name for p in submitted.iterdir()
+                  if not p.name.startswith(".") and (p / assignment).is_dir())
+
+
+def fingerprint(root: Path, assignment: str, student: str) -> str:
+    """Names, sizes and times of the submitted files: changes when the student hands in again."""
+    folder = Path(root) / "submitted" / student / assignment
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        info = path.lstat()
+        digest.update(f"{path.relative_to(folder)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _marker(root: Path, assignment: str, student: str) -> Path:
+    return Path(root) / STATE_DIR / assignment / f"{student}.json"
+
+
+def is_graded(root: Path, assignment: str, student: str) -> bool:
+    marker = _marker(root, assignment, student)
+    try:
+        return json.loads(marker.read_text())["fingerprint"] == fingerprint(root, assignment, student)
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def _cell_times_path(root: Path, assignment: str, student: str) -> Path:
+    return Path(root) / STATE_DIR / assignment / "cell_times" / f"{student}.jsonl"
+
+
+# -- one task -----------------------------------------------------------------------------------
+
+def grade_one(root: str, assignment: str, student: str, db_url: str,
+              cell_timeout: int | None = None) -> dict:
+    """Run nbgrader's autograde for one student (in a worker process); return its Outcome as a dict."""
+    from nbgrader.api import Gradebook
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    import warnings
+
+    from sqlalchemy.exc import SAWarning
+
+    # nbgrader 0.9.6 with SQLAlchemy 2.1 warns about its own session handling; harmless noise.
+    warnings.filterwarnings("ignore", category=SAWarning)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    config = load_config(Path(root))
+    config.CourseDirectory.db_url = db_url
+    if cell_timeout is not None:
+        config.Execute.timeout = cell_timeout
+    times = _cell_times_path(Path(root), assignment, student)
+    times.unlink(missing_ok=True)
+    config.GuardedExecute.cell_times_path = str(times)
+    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    started = time.monotonic()
+    result = api.autograde(assignment, student, force=True, create=False)
+    seconds = round(time.monotonic() - started, 2)
+    if not result.get("success"):
+        forget_submission(db_url, api.coursedir.course_id, assignment, student)
+        reason = (result.get("error") or "").strip().splitlines()[-1:] or ["nbgrader reported a failure"]
+        return asdict(Outcome(assignment, student, "failed", seconds, message=reason[0][:300]))
+    with Gradebook(db_url, api.coursedir.course_id) as gradebook:
+        submission = gradebook.find_submission(assignment, student)
+        score, max_score = float(submission.score), float(submission.max_score)
+    return asdict(Outcome(assignment, student, "graded", seconds, score, max_score))
+
+
+def forget_submission(db_url: str, course_id: str, assignment: str, student: str) -> None:
+    """Remove what a failed or interrupted grading left in the gradebook: no grade is better than
+    a half-recorded one."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url, course_id) as gradebook:
+        try:
+            gradebook.remove_submission(assignment, student)
+        except MissingEntry:
+            pass
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+def _client(workers: int, scheduler: str | None):
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler:
+        return Client(scheduler), None
+    # One thread per worker process: each task drives one kernel; the kernels do the work.
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address=None, memory_limit=0)
+    return Client(cluster), cluster
+
+
+def _prepare(root: Path, db_url: str, tasks: list[tuple[str, str]]) -> None:
+    """Create every student once, here, so that workers only write their own submission's rows,
+    and remove what an interrupted run left half-recorded."""
+    from nbgrader.api import Gradebook
+
+    course_id = load_config(root).CourseDirectory.course_id
+    with Gradebook(db_url, course_id) as gradebook:
+        for student in sorted({student for _, student in tasks}):
+            gradebook.update_or_create_student(student)
+    for assignment, student in tasks:
+        forget_submission(db_url, course_id, assignment, student)
+
+
+def _report(outcome: Outcome, bar) -> None:
+    if outcome.status == "graded":
+        line = (f"{outcome.assignment} {outcome.student}: {outcome.score:g} / {outcome.max_score:g} "
+                f"in {outcome.seconds:.1f} s")
+    else:
+        line = (f"{outcome.assignment} {outcome.student}: NOT GRADED, not the student's doing: "
+                f"{outcome.message}")
+    if bar is not None:
+        bar.write(line) if outcome.status != "graded" else bar.set_postfix_str(outcome.student, refresh=False)
+        bar.update(1)
+    else:
+        print(line, flush=True)
+
+
+def grade_class(root: Path, assignments: dict[str, list[str] | None], workers: int = 2,
+                scheduler: str | None = None, db_url: str | None = None, force: bool = False,
+                cell_timeout: int | None = None, progress: bool | None = None) -> list[Outcome]:
+    """Grade the named students (None: every submission) of each assignment as one pool of tasks."""
+    from dask import config as dask_config
+    from dask.distributed import as_completed
+
+    root = Path(root).resolve()
+    db_url = db_url or default_db_url(root)
+    outcomes, tasks = [], []
+    for assignment, students in assignments.items():
+        for student in students or submitted_students(root, assignment):
+            if not force and is_graded(root, assignment, student):
+                outcomes.append(Outcome(assignment, student, "unchanged"))
+            else:
+                tasks.append((assignment, student))
+    if not tasks:
+        return outcomes
+    _prepare(root, db_url, tasks)
+    course_id = load_config(root).CourseDirectory.course_id
+    progress = sys.stdout.isatty() if progress is None else progress
+    # A task whose worker died runs once more on another; a second death is not the student's.
+    with dask_config.set({"distributed.scheduler.allowed-failures": 1}):
+        client, cluster = _client(workers, scheduler)
+        try:
+            futures = {client.submit(grade_one, str(root), assignment, student, db_url, cell_timeout,
+                                     key=f"grade-{assignment}-{student}", pure=False): (assignment, student)
+                       for assignment, student in tasks}
+            bar = None
+            if progress:
+                from tqdm import tqdm
+
+                bar = tqdm(total=len(futures), unit="submission", desc="grading", dynamic_ncols=True)
+            for future in as_completed(futures):
+                assignment, student = futures[future]
+                try:
+                    outcome = Outcome(**future.result())
+                except Exception as error:  # a lost worker, twice: the infrastructure, not the student
+                    message = f"{type(error).__name__}: {error}"
+                    outcome = Outcome(assignment, student, "failed", message=message)
+                    forget_submission(db_url, course_id, assignment, student)
+                if outcome.status == "graded":
+                    marker = _marker(root, assignment, student)
+                    marker.parent.mkdir(parents=True, exist_ok=True)
+                    marker.write_text(json.dumps({"fingerprint": fingerprint(root, assignment, student),
+                                                  **asdict(outcome)}))
+                _report(outcome, bar)
+                outcomes.append(outcome)
+            if bar is not None:
+                bar.close()
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    return outcomes
+
+
+def write_cell_times(root: Path, assignments, destination: Path) -> list[dict]:
+    """Gather every graded student's per-cell timings into one CSV; return the rows."""
+    rows = []
+    for assignment in assignments:
+        for path in sorted((Path(root) / STATE_DIR / assignment / "cell_times").glob("*.jsonl")):
+            for line in path.read_text().splitlines():
+                rows.append({"assignment": assignment, **json.loads(line)})
+    with destination.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=("assignment", *TIMING_FIELDS), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows
+
+
+def slowest_cells(rows: list[dict], count: int = 5) -> str:
+    """The cells that took longest on median over the class, one line each."""
+    import statistics
+
+    by_cell: dict[tuple, list[float]] = {}
+    for row in rows:
+        by_cell.setdefault((row["assignment"], row["grade_id"] or f"cell {row['cell']}"), []).append(
+            float(row["seconds"]))
+    ranked = sorted(by_cell.items(), key=lambda item: statistics.median(item[1]), reverse=True)
+    return "\n".join(f"  {assignment} {cell}: median {statistics.median(values):.1f} s, "
+                     f"max {max(values):.1f} s over {len(values)} runs"
+                     for (assignment, cell), values in ranked[:count])
+
+
+def summary(outcomes: list[Outcome], seconds: float) -> str:
+    graded = [o for o in outcomes if o.status == "graded"]
+    failed = [o for o in outcomes if o.status == "failed"]
+    unchanged = len(outcomes) - len(graded) - len(failed)
+    rate = len(graded) / seconds * 60 if seconds > 0 else 0.0
+    text = (f"graded {len(graded)} submissions in {seconds:.0f} s ({rate:.1f} per minute); "
+            f"{unchanged} unchanged since the last run; {len(failed)} could not be graded")
+    for outcome in failed:
+        text += f"\n  {outcome.assignment} {outcome.student}: {outcome.message} (run again to retry)"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("assignment", help="an assignment id, or 'all'")
+    parser.add_argument("students", nargs="*", help="grade only these students (default: every submission)")
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS") or 4),
+                        help="worker processes of the local Dask cluster (default 4)")
+    parser.add_argument("--scheduler", default=os.environ.get("SCHEDULER") or None,
+                        help="address of a running Dask scheduler, e.g. tcp://host:8786")
+    parser.add_argument("--db", default=os.environ.get("DB") or None,
+                        help="gradebook URL (default: sqlite gradebook.db in the course folder)")
+    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="the course folder")
+    parser.add_argument("--force", action="store_true", help="grade again what is already graded")
+    args = parser.parse_args(argv)
+    from course_tools.course import assignment_ids
+
+    names = assignment_ids(args.root) if args.assignment == "all" else [args.assignment]
+    started = time.monotonic()
+    outcomes = grade_class(args.root, {name: args.students or None for name in names}, args.workers,
+                           args.scheduler, args.db, args.force)
+    rows = write_cell_times(args.root, names, args.root / "cell_times.csv")
+    print(summary(outcomes, time.monotonic() - started))
+    if rows:
+        print(f"slowest cells (all timings in {args.root / 'cell_times.csv'}):\n" + slowest_cells(rows))
+    return 1 if any(o.status == "failed" for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
