@@ -114,6 +114,45 @@ class GradedDemoClass:
         for student, result in graded.items():
             assert scores.get(student) == result.total, f"grades.csv disagrees with the gradebook: {student}"
 
+    def test_feedback_carries_the_graders_note(self, graded, student, released_course):
+        """What the grader removed or replaced before grading is said at the top of the feedback (the
+        demo file's `# note:`), and a submission that needed nothing gets no note."""
+        note = graded[student].submission.note
+        text = feedback_text(released_course, self.assignment, student)
+        if note:
+            assert "Note from the grader" in text and note in text, f"{student}'s feedback: say {note!r}"
+        else:
+            assert "Note from the grader" not in text, f"{student}'s feedback has a note it needs not"
+
+    def test_feedback_holds_only_pages_and_no_linked_file_was_copied(self, graded, released_course):
+        """Feedback holds each notebook's page (and the two files nbgrader's release_feedback reads),
+        and no grading folder holds a copy of the gradebook or of a source notebook that a
+        submission linked to."""
+        bookkeeping = ("timestamp.txt", "submission_secret.txt")
+        sources = {path.read_bytes() for path in (REPO_ROOT / "source" / self.assignment).glob("*.ipynb")}
+        for student in graded:
+            for path in (released_course / "feedback" / student / self.assignment).iterdir():
+                assert not path.is_symlink() and path.is_file(), f"{path} is not a plain file"
+                assert path.suffix == ".html" or path.name in bookkeeping, f"{path} is no feedback page"
+            for path in (released_course / "autograded" / student / self.assignment).rglob("*"):
+                if path.is_file() and not path.is_symlink():
+                    content = path.read_bytes()
+                    assert not content.startswith(b"SQLite format 3") and content not in sources, (
+                        f"{path} is a copy of a course file")
+
+    def test_no_hidden_test_line_anywhere_in_any_feedback(self, graded, released_course):
+        """Not even inside a longer line: a printed input history is one long line. Lines the release
+        itself shows (inside a longer visible line) are no secret."""
+        hidden = hidden_test_lines((released_course / "source" / self.assignment).glob("*.ipynb"))
+        releases = [nbformat.read(path, as_version=4)
+                    for path in (released_course / "release" / self.assignment).glob("*.ipynb")]
+        release = "\n".join(cell.source for notebook in releases for cell in notebook.cells)
+        secret = {line for line in hidden if line not in release}
+        for page in (released_course / "feedback").glob(f"*/{self.assignment}/*.html"):
+            text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+            leaked = sorted(line for line in secret if line in text)
+            assert not leaked, f"{page.parent.parent.name}'s feedback shows hidden test code: {leaked[:2]}"
+
 
 for _assignment in GRADED_ASSIGNMENTS:
     _name = "TestDemoClass_" + _assignment
