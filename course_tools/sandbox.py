@@ -123,9 +123,10 @@ os.execv(sys.argv[3], sys.argv[3:])
 
 # Runs first inside the sandbox, with the rights bubblewrap left: fills the working folder with a
 # copy of the submission ($0) and the kernel's folder with a copy of the connection file (which
-# may be readable by its owner only), then starts "$@": the limits and the kernel.
+# may be readable by its owner only), then starts "$@": the limits and the kernel. The copy takes
+# no owners along: a file handed in by another user would have none that maps in the sandbox.
 _PREPARE = (
-    f'cp -R -p {SUBMISSION_COPY}/. "$0" || echo "sandbox: some files of the submission were not '
+    f'cp -R {SUBMISSION_COPY}/. "$0" || echo "sandbox: some files of the submission were not '
     'copied into the kernel\'s folder" >&2; '
     f"cp {GRADER_CONNECTION_FILE} {CONNECTION_FILE} || exit 1; "
 )
