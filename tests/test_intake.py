@@ -145,6 +145,21 @@ def test_links_and_special_files_are_removed_without_following_them(tmp_path):
     assert (outside / "gradebook.db").read_text() == "grades\n"
 
 
+@pytest.mark.parametrize("kind, words", [
+    (stat.S_IFREG, None), (stat.S_IFDIR, None), (stat.S_IFLNK, "a link"), (stat.S_IFIFO, "a named pipe"),
+    (stat.S_IFSOCK, "a socket"), (stat.S_IFCHR, "a device file"), (stat.S_IFBLK, "a device file"),
+])
+def test_what_is_no_plain_file(kind, words):
+    # Device files need privileges to make, so their mode stands in for them.
+    assert intake.special_kind(kind | 0o644) == words
+
+
+def test_the_note_fits_the_notebooks_format():
+    assert "id" in intake.note_cell(["x"], 5) and "id" not in intake.note_cell(["x"], 4)
+    assert intake.note_cell(["`a` was removed", "b"]).source.endswith("- `a` was removed\n- b")
+    assert intake.shown("evil`name\n<script>.py") == "evil?name??script?.py"
+
+
 def test_extra_files_beyond_the_quota_go_largest_first(tmp_path):
     for name, size in (("a.bin", 300), ("b.bin", 200), ("c.txt", 100)):
         (tmp_path / name).write_bytes(b"x" * size)
