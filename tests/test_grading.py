@@ -114,6 +114,27 @@ class GradedDemoClass:
         for student, result in graded.items():
             assert scores.get(student) == result.total, f"grades.csv disagrees with the gradebook: {student}"
 
+    def test_what_kernels_leave_behind_reaches_no_course_file(self, graded, released_course):
+        """Kernels that swapped their notebook for links to the course's files, or wrote big files
+        (02/links_to_the_host), leave nothing behind: no link and no big file in autograded/ or
+        feedback/, and the course's configuration, sources and gradebook are whole."""
+        if not sandbox_status().available:
+            pytest.skip(f"only a sandboxed grader keeps kernels' writes off the host: "
+                        f"{sandbox_status().message}")
+        for student in graded:
+            for folder in (released_course / "autograded" / student / self.assignment,
+                           released_course / "feedback" / student / self.assignment):
+                for path in folder.rglob("*"):
+                    assert not path.is_symlink(), f"a kernel left a link behind: {path}"
+                    assert path.is_dir() or path.stat().st_size < 20 * 2**20, (
+                        f"a kernel left a big file: {path}")
+        assert (released_course / "nbgrader_config.py").read_bytes() == (
+            REPO_ROOT / "nbgrader_config.py").read_bytes()
+        for path in (REPO_ROOT / "source" / self.assignment).glob("*.ipynb"):
+            copy = released_course / "source" / self.assignment / path.name
+            assert not copy.is_symlink() and copy.read_bytes() == path.read_bytes(), f"{copy} changed"
+        assert (released_course / "gradebook.db").read_bytes().startswith(b"SQLite format 3")
+
     def test_feedback_carries_the_graders_note(self, graded, student, released_course):
         """What the grader removed or replaced before grading is said at the top of the feedback (the
         demo file's `# note:`), and a submission that needed nothing gets no note."""
