@@ -191,7 +191,7 @@ def sandbox_status(search_path: str | None = None) -> SandboxStatus:
 
 
 def _probe(bwrap: Bubblewrap) -> str | None:
-    """None when `bwrap` runs the kernel's Python in the sandbox, else the first line of the error."""
+    """None when `bwrap` runs the kernel's Python in the sandbox, else the last line of its error."""
     with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as folder:
         workdir = Path(folder) / "submission"
         workdir.mkdir()
