@@ -9,7 +9,7 @@ JOBS ?= 2
 # nbgrader calls the `alembic` command of its own environment.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup course views test lint lab benchmark clean gpu-check gpu-wheels
+.PHONY: setup course grade views test lint lab benchmark clean gpu-check gpu-wheels
 
 setup: $(STAMP)
 
@@ -21,6 +21,14 @@ $(STAMP): requirements.txt pyproject.toml
 # Regenerate release/ and notebooks/, grade the demo class, write feedback/ and grades.csv.
 course: setup
 	$(BIN)/python -m course_tools.grade
+
+# Grade every submission of ASSIGNMENT (or ASSIGNMENT=all) in submitted/, one Dask task per student:
+# WORKERS=4 local worker processes, or SCHEDULER=tcp://host:8786; DB=<gradebook URL> (default: sqlite).
+# Run it again after an interruption: it grades only what is not graded yet. STUDENTS="a b" limits it.
+ASSIGNMENT ?= all
+grade: setup
+	WORKERS="$(WORKERS)" SCHEDULER="$(SCHEDULER)" DB="$(DB)" \
+	  $(BIN)/python -m course_tools.autograde $(ASSIGNMENT) $(STUDENTS)
 
 # Regenerate release/ (student versions) and notebooks/ (executed solutions) from source/.
 views: setup
@@ -42,7 +50,7 @@ benchmark: setup
 	$(BIN)/python -m course_tools.benchmark --update-readme
 
 clean:
-	rm -rf submitted feedback gradebook.db grades.csv
+	rm -rf submitted feedback gradebook.db grades.csv cell_times.csv .grading
 	find autograded -mindepth 1 -not -name README.md -exec rm -rf {} +
 
 # On a CUDA GPU: nbval over notebooks/ and each lesson's figures at real size, into gpu-report/

@@ -92,12 +92,11 @@ def _cell_times_path(root: Path, assignment: str, student: str) -> Path:
 def grade_one(root: str, assignment: str, student: str, db_url: str,
               cell_timeout: int | None = None) -> dict:
     """Run nbgrader's autograde for one student (in a worker process); return its Outcome as a dict."""
+    import warnings
+
     from nbgrader.api import Gradebook
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
-
-    import warnings
-
     from sqlalchemy.exc import SAWarning
 
     # nbgrader 0.9.6 with SQLAlchemy 2.1 warns about its own session handling; harmless noise.
@@ -152,10 +151,18 @@ def _client(workers: int, scheduler: str | None):
 def _prepare(root: Path, db_url: str, tasks: list[tuple[str, str]]) -> None:
     """Create every student once, here, so that workers only write their own submission's rows,
     and remove what an interrupted run left half-recorded."""
-    from nbgrader.api import Gradebook
+    from nbgrader.api import Gradebook, MissingEntry
 
     course_id = load_config(root).CourseDirectory.course_id
     with Gradebook(db_url, course_id) as gradebook:
+        for assignment in sorted({assignment for assignment, _ in tasks}):
+            try:
+                gradebook.find_assignment(assignment)
+            except MissingEntry:
+                raise SystemExit(
+                    f"the gradebook has no assignment {assignment!r}: generate it into this gradebook first "
+                    f"(nbgrader generate_assignment {assignment} --CourseDirectory.db_url=<the same URL>)"
+                ) from None
         for student in sorted({student for _, student in tasks}):
             gradebook.update_or_create_student(student)
     for assignment, student in tasks:

@@ -36,13 +36,16 @@ def _put_environment_on_path() -> None:
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
 
 
-def open_course(root: Path = REPO_ROOT, cell_timeout: int | None = None) -> NbGraderAPI:
-    """An NbGraderAPI on the course at `root` (its gradebook is root/gradebook.db); `cell_timeout`
-    replaces the configured seconds per cell while grading."""
+def open_course(root: Path = REPO_ROOT, cell_timeout: int | None = None,
+                db_url: str | None = None) -> NbGraderAPI:
+    """An NbGraderAPI on the course at `root` (its gradebook is root/gradebook.db unless `db_url`
+    names another); `cell_timeout` replaces the configured seconds per cell while grading."""
     _put_environment_on_path()
     config = load_config(root)
     if cell_timeout is not None:
         config.Execute.timeout = cell_timeout
+    if db_url is not None:
+        config.CourseDirectory.db_url = db_url
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 
 

@@ -1,0 +1,222 @@
+"""The parallel grader (course_tools.autograde) with real parts: a Dask scheduler and two workers as
+separate processes over TCP on 127.0.0.1, a throw-away PostgreSQL server, a worker killed while it
+grades and a coordinator interrupted and run again. Each class grades as serial nbgrader does.
+
+One small class of lesson 04 (the fastest to grade) serves every test: serial nbgrader grades it
+once, and each parallel run must record exactly those grades, each submission once.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import copy_course
+from nbgrader.api import Gradebook
+
+from course_tools.autograde import default_db_url, grade_class
+from course_tools.course import generate_release, open_course, require_success
+from course_tools.demo_class import DEMO_ROOT, write_submissions
+from course_tools.grade import read_scores
+
+pytestmark = pytest.mark.slow
+
+ASSIGNMENT = "04_memory"
+STUDENTS = ("reference", "untouched", "counts_parameters", "wrong_quick_check")
+COURSE_ID = "efficient-pytorch"
+# The student's kernel tries the gradebook's server: the sandbox has no network, and the server's
+# Unix socket lies outside the kernel's view.
+CALLS_THE_GRADEBOOK = '''# about: Tries to reach the gradebook's server by TCP and by its socket.
+# base: solution
+# loses: ex5_1_test
+# says: reached the gradebook: False
+# %% ex5_1_solution
+import socket
+
+reached = False
+for address in [("127.0.0.1", {port})]:
+    try:
+        socket.create_connection(address, timeout=2).close()
+        reached = True
+    except OSError:
+        pass
+try:
+    unix = socket.socket(socket.AF_UNIX)
+    unix.connect("{socket_path}")
+    reached = True
+except OSError:
+    pass
+print("reached the gradebook:", reached)
+QUICK_CHECK = "a"
+'''
+
+
+def make_class(root: Path, extra: dict[str, str] | None = None, db_url: str | None = None) -> Path:
+    """A course at `root` with lesson 04 released (into the gradebook at `db_url`, by default
+    sqlite in the course) and the small class handed in."""
+    copy_course(root)
+    generate_release(open_course(root, db_url=db_url), ASSIGNMENT)
+    demo = root.parent / (root.name + "-demo") / ASSIGNMENT
+    demo.mkdir(parents=True)
+    for student in STUDENTS:
+        shutil.copy(DEMO_ROOT / ASSIGNMENT / f"{student}.py", demo)
+    for student, text in (extra or {}).items():
+        (demo / f"{student}.py").write_text(text)
+    write_submissions(root, ASSIGNMENT, demo.parent)
+    return root
+
+
+def scores(db_url: str) -> dict[str, dict[str, float]]:
+    with Gradebook(db_url, COURSE_ID) as gradebook:
+        return {student: cells for student, (cells, _) in read_scores(gradebook, ASSIGNMENT).items()}
+
+
+@pytest.fixture(scope="module")
+def serial_scores(tmp_path_factory):
+    """What stock nbgrader autograde gives the class, one submission after another."""
+    root = make_class(tmp_path_factory.mktemp("serial") / "course")
+    require_success(open_course(root).autograde(ASSIGNMENT, "*", force=True, create=True), "autograde")
+    return scores(default_db_url(root))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def dask_processes(tmp_path):
+    """`dask scheduler` and two `dask worker` processes on 127.0.0.1; yields the scheduler address."""
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    address = f"tcp://127.0.0.1:{free_port()}"
+    environment = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1", "OMP_NUM_THREADS": "1"}
+    processes = [subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
+                                   "--no-dashboard"], env=environment, stderr=subprocess.DEVNULL)]
+    for _ in range(2):
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+             "--no-dashboard", "--memory-limit", "0", "--host", "127.0.0.1"],
+            env=environment, stderr=subprocess.DEVNULL, cwd=tmp_path))
+    try:
+        from dask.distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        yield address
+    finally:
+        for process in reversed(processes):
+            process.send_signal(signal.SIGINT)
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def test_a_dask_cluster_grades_as_serial_nbgrader_even_when_a_worker_dies(serial_scores, tmp_path,
+                                                                           dask_processes):
+    from dask.distributed import Client
+
+    root = make_class(tmp_path / "course")
+    killed = []
+
+    def kill_a_busy_worker():
+        with Client(dask_processes, timeout=60) as client:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not killed:
+                busy = [worker for worker, keys in client.processing().items() if keys]
+                if busy and any((root / "autograded").glob(f"*/{ASSIGNMENT}")):
+                    pids = client.run(os.getpid, workers=busy[:1])
+                    os.kill(next(iter(pids.values())), signal.SIGKILL)
+                    killed.append(busy[0])
+                time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_a_busy_worker)
+    killer.start()
+    outcomes = grade_class(root, {ASSIGNMENT: None}, scheduler=dask_processes, progress=False)
+    killer.join()
+    assert killed, "the test never caught a worker grading"
+    assert sorted(o.student for o in outcomes if o.status == "graded") == sorted(STUDENTS), (
+        "the task of the killed worker should have run again on the other worker")
+    assert scores(default_db_url(root)) == serial_scores
+
+
+def postgres_binaries() -> Path | None:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))
+    if found:
+        return found[-1].parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+@pytest.fixture
+def postgres():
+    """A throw-away PostgreSQL server on 127.0.0.1 and a Unix socket; yields (url, port, socket)."""
+    binaries = postgres_binaries()
+    if binaries is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("PostgreSQL is missing: apt-get install postgresql (.ci/run does)")
+        pytest.skip("PostgreSQL is missing: apt-get install postgresql")
+    folder = Path(tempfile.mkdtemp(prefix="course-gradebook-"))
+    # PostgreSQL refuses to run as root: a root grader runs it as the postgres user.
+    as_owner = []
+    if os.geteuid() == 0:
+        folder.chmod(0o755)
+        shutil.chown(folder, "postgres")
+        as_owner = ["runuser", "-u", "postgres", "--"]
+    data, port = folder / "data", free_port()
+
+    def run(*command):
+        subprocess.run([*as_owner, *command], check=True, capture_output=True, timeout=120)
+
+    try:
+        run(str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        run(str(binaries / "pg_ctl"), "-D", str(data), "-l", str(folder / "log"), "-w", "start", "-o",
+            f"-h 127.0.0.1 -p {port} -k {folder} -c fsync=off")
+        run(str(binaries / "createdb"), "-h", str(folder), "-p", str(port), "-U", "postgres", "gradebook")
+        yield (f"postgresql+psycopg://postgres@/gradebook?host={folder}&port={port}", port,
+               folder / f".s.PGSQL.{port}")
+    finally:
+        subprocess.run([*as_owner, str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True, timeout=60)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_postgres_gradebook_survives_an_interrupted_coordinator(serial_scores, tmp_path, postgres):
+    url, port, socket_path = postgres
+    caller = CALLS_THE_GRADEBOOK.format(port=port, socket_path=socket_path)
+    root = make_class(tmp_path / "course", {"calls_the_gradebook": caller}, db_url=url)
+    command = [sys.executable, "-m", "course_tools.autograde", ASSIGNMENT, "--root", str(root),
+               "--workers", "2", "--db", url]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+    markers = root / ".grading" / ASSIGNMENT
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not any(markers.glob("*.json")):
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGINT)
+    output, _ = first.communicate(timeout=120)
+    graded_first = {path.stem for path in markers.glob("*.json")}
+    assert graded_first and len(graded_first) < len(STUDENTS) + 1, f"interrupt it in its middle:\n{output}"
+
+    second = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stdout + second.stderr
+    regraded = {line.split(":")[0].split()[1] for line in second.stdout.splitlines()
+                if line.startswith(ASSIGNMENT) and " / " in line}
+    assert regraded.isdisjoint(graded_first), "a submission graded before the interruption was graded again"
+    assert f"{len(graded_first)} unchanged since the last run" in second.stdout
+
+    recorded = scores(url)
+    assert {student: recorded[student] for student in STUDENTS} == serial_scores
+    caller_scores = recorded["calls_the_gradebook"]
+    assert caller_scores["ex5_1_test"] == 0 and sum(caller_scores.values()) == 9
+    autograded = (root / "autograded" / "calls_the_gradebook" / ASSIGNMENT / "memory.ipynb").read_text()
+    assert "reached the gradebook: False" in autograded
