@@ -26,9 +26,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from course_tools.course import REPO_ROOT, load_config
+from course_tools.course import REPO_ROOT, load_config, put_environment_on_path
 
 STATE_DIR = ".grading"
+# Grading waits on kernel starts and imports more than it computes: more workers than cores pay
+# (make benchmark measures it).
+DEFAULT_WORKERS = 2 * (os.cpu_count() or 1)
 TIMING_FIELDS = ("student", "notebook", "cell", "grade_id", "seconds", "outcome")
 
 
@@ -102,6 +105,7 @@ def grade_one(root: str, assignment: str, student: str, db_url: str,
     # nbgrader 0.9.6 with SQLAlchemy 2.1 warns about its own session handling; harmless noise.
     warnings.filterwarnings("ignore", category=SAWarning)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    put_environment_on_path()
     config = load_config(Path(root))
     config.CourseDirectory.db_url = db_url
     if cell_timeout is not None:
@@ -192,6 +196,7 @@ def grade_class(root: Path, assignments: dict[str, list[str] | None], workers: i
 
     root = Path(root).resolve()
     db_url = db_url or default_db_url(root)
+    put_environment_on_path()
     outcomes, tasks = [], []
     for assignment, students in assignments.items():
         for student in students or submitted_students(root, assignment):
@@ -285,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("assignment", help="an assignment id, or 'all'")
     parser.add_argument("students", nargs="*", help="grade only these students (default: every submission)")
-    parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS") or 4),
-                        help="worker processes of the local Dask cluster (default 4)")
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS") or DEFAULT_WORKERS),
+                        help=f"worker processes of the local Dask cluster (default {DEFAULT_WORKERS})")
     parser.add_argument("--scheduler", default=os.environ.get("SCHEDULER") or None,
                         help="address of a running Dask scheduler, e.g. tcp://host:8786")
     parser.add_argument("--db", default=os.environ.get("DB") or None,

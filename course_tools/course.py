@@ -28,7 +28,7 @@ def load_config(root: Path = REPO_ROOT) -> Config:
     return config
 
 
-def _put_environment_on_path() -> None:
+def put_environment_on_path() -> None:
     # nbgrader runs the `alembic` command to check the gradebook's schema; when this Python runs
     # from a virtual environment that was not activated, its bin/ is not on PATH.
     bin_dir = str(Path(sys.executable).parent)
@@ -40,7 +40,7 @@ def open_course(root: Path = REPO_ROOT, cell_timeout: int | None = None,
                 db_url: str | None = None) -> NbGraderAPI:
     """An NbGraderAPI on the course at `root` (its gradebook is root/gradebook.db unless `db_url`
     names another); `cell_timeout` replaces the configured seconds per cell while grading."""
-    _put_environment_on_path()
+    put_environment_on_path()
     config = load_config(root)
     if cell_timeout is not None:
         config.Execute.timeout = cell_timeout

@@ -1,4 +1,9 @@
-"""The main job: regenerate the course, grade the demo class in one nbgrader call, report scores."""
+"""The main job: regenerate the course, grade every demo class as one pool of tasks, report scores.
+
+`make course` hands in the four demo classes and grades them together with the course's parallel
+grader (course_tools.autograde: one nbgrader autograde per student, on a local Dask cluster). The
+tests grade each class in one stock `nbgrader autograde` call instead (`grade_demo_class`), and
+tests/test_autograde.py checks that both give the same grades."""
 
 from __future__ import annotations
 
@@ -13,9 +18,11 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 from nbgrader.plugins.export import CsvExportPlugin
 
+from course_tools.autograde import DEFAULT_WORKERS, grade_class, slowest_cells, write_cell_times
 from course_tools.course import (
     REPO_ROOT,
     assignment_ids,
+    generate_release,
     load_config,
     open_course,
     regenerate,
@@ -29,7 +36,7 @@ from course_tools.demo_class import (
     kind_of,
     write_submissions,
 )
-from course_tools.sandbox import grading_sandbox, sandbox_setting, sandbox_status
+from course_tools.sandbox import grading_sandbox, sandbox_setting
 
 
 @dataclass
@@ -134,7 +141,7 @@ def export_grades(root: Path, destination: Path) -> None:
         CsvExportPlugin(to=str(destination)).export(gradebook)
 
 
-def score_table(assignment: str, graded: list[GradedSubmission]) -> str:
+def score_table(assignment: str, graded: list[GradedSubmission], sandboxed: bool = True) -> str:
     """A plain-text table: one row per demo student, one column per graded cell."""
     cells = sorted(graded[0].max_scores)
     short = [c.split("_")[0] for c in cells]
@@ -144,7 +151,7 @@ def score_table(assignment: str, graded: list[GradedSubmission]) -> str:
     for g in graded:
         row = "  ".join(f"{g.scores.get(c, 0):>4g}" for c in cells)
         verdict = "ok" if g.as_expected else f"UNEXPECTED (lost {', '.join(g.lost) or 'nothing'})"
-        if not g.as_expected and g.submission.needs_sandbox and not sandbox_status().available:
+        if not g.as_expected and g.submission.needs_sandbox and not sandboxed:
             verdict = "as expected without a sandbox: it cheated successfully"
         totals = f"{g.total:>5g}  {g.expected_total:>8g}"
         lines.append(f"{g.submission.student:<{width}}  {row}   {totals}  {verdict}")
@@ -154,30 +161,61 @@ def score_table(assignment: str, graded: list[GradedSubmission]) -> str:
     return "\n".join(lines)
 
 
+def grade_demo_classes(root: Path, assignments: list[str], workers: int) -> dict[str, list[GradedSubmission]]:
+    """Hand in every demo class, grade all their submissions as one pool of tasks, write feedback,
+    and read the gradebook."""
+    submissions = {assignment: write_submissions(root, assignment) for assignment in assignments}
+    outcomes = grade_class(root, {a: [s.student for s in subs] for a, subs in submissions.items()},
+                           workers=workers, force=True, cell_timeout=DEMO_CELL_TIMEOUT_S)
+    failed = [o for o in outcomes if o.status != "graded"]
+    if failed:
+        raise RuntimeError("could not grade " + ", ".join(f"{o.assignment}/{o.student} ({o.message})"
+                                                          for o in failed))
+    seconds = {(o.assignment, o.student): o.seconds for o in outcomes}
+    api = open_course(root)
+    graded = {}
+    for assignment, handed_in in submissions.items():
+        require_success(api.generate_feedback(assignment, force=True), f"generate_feedback {assignment}")
+        with Gradebook(api.coursedir.db_url, api.coursedir.course_id) as gradebook:
+            recorded = read_scores(gradebook, assignment)
+        graded[assignment] = [GradedSubmission(submission, *recorded[submission.student],
+                                               seconds=seconds[assignment, submission.student])
+                              for submission in handed_in]
+    return graded
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--skip-regenerate", action="store_true",
-                        help="grade against the committed release/ instead of regenerating both views")
+                        help="regenerate only release/ (fast), not the executed notebooks/")
+    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                        help=f"worker processes grading at once (default {DEFAULT_WORKERS})")
     args = parser.parse_args(argv)
     # nbgrader 0.9.6 with SQLAlchemy 2.1 warns about its own session handling; harmless noise.
     warnings.filterwarnings("ignore", message=".*not in session.*")
     root = REPO_ROOT
     if not args.skip_regenerate:
         regenerate(root)
-    print(grading_sandbox(sandbox_setting(load_config(root))).message, flush=True)
-    all_ok, graded_by_assignment = True, {}
-    for assignment in assignment_ids(root):
-        if not (DEMO_ROOT / assignment).is_dir():
-            print(f"{assignment}: no demo class yet, skipped")
-            continue
-        print(f"grading the {assignment} demo class in one nbgrader call ...", flush=True)
-        graded = grade_demo_class(root, assignment)
-        graded_by_assignment[assignment] = graded
-        print(score_table(assignment, graded))
-        all_ok &= all(g.as_expected for g in graded
-                      if sandbox_status().available or not g.submission.needs_sandbox)
+    else:  # the gradebook still needs each assignment's cells; release/ comes out the same
+        for assignment in assignment_ids(root):
+            generate_release(open_course(root), assignment)
+    sandbox = grading_sandbox(sandbox_setting(load_config(root)))
+    print(sandbox.message, flush=True)
+    assignments = [a for a in assignment_ids(root) if (DEMO_ROOT / a).is_dir()]
+    for assignment in sorted(set(assignment_ids(root)) - set(assignments)):
+        print(f"{assignment}: no demo class yet, skipped")
+    print(f"grading {len(assignments)} demo classes as one pool of {args.workers} workers ...", flush=True)
+    started = time.monotonic()
+    graded_by_assignment = grade_demo_classes(root, assignments, args.workers)
+    print(f"graded in {time.monotonic() - started:.0f} s")
+    all_ok = True
+    for assignment, graded in graded_by_assignment.items():
+        print(score_table(assignment, graded, sandbox.available))
+        all_ok &= all(g.as_expected for g in graded if sandbox.available or not g.submission.needs_sandbox)
     print(corpus_summary(graded_by_assignment))
     export_grades(root, root / "grades.csv")
+    rows = write_cell_times(root, assignments, root / "cell_times.csv")
+    print(f"slowest cells (every cell's time in {root / 'cell_times.csv'}):\n" + slowest_cells(rows))
     print(f"feedback: {root / 'feedback'}/<student>/<assignment>/   grades: {root / 'grades.csv'}")
     return 0 if all_ok else 1
 
