@@ -29,9 +29,8 @@ from pathlib import Path
 from course_tools.course import REPO_ROOT, load_config, put_environment_on_path
 
 STATE_DIR = ".grading"
-# Grading waits on kernel starts and imports more than it computes: more workers than cores pay
-# (make benchmark measures it).
-DEFAULT_WORKERS = 2 * (os.cpu_count() or 1)
+# A submission's grading is mostly computing (importing torch, running the cells): one worker a core.
+DEFAULT_WORKERS = os.cpu_count() or 1
 TIMING_FIELDS = ("student", "notebook", "cell", "grade_id", "seconds", "outcome")
 
 

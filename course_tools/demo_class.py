@@ -39,7 +39,7 @@ DEMO_ROOT = REPO_ROOT / "tests" / "demo_class"
 # The demo classes hold code that never ends, and a test that calls it runs into the timeout too;
 # at the course's 300 s per cell one such student would cost ten minutes. Every honest cell of
 # the demo class runs in a few seconds, so it is graded under this timeout instead.
-DEMO_CELL_TIMEOUT_S = 40
+DEMO_CELL_TIMEOUT_S = 20
 _HEADER = re.compile(r"^# (about|base|loses|says|delete|move|retype|paste|file|note|needs|kind):(.*)$")
 _FILE = re.compile(r"^(\S+)\s*->\s*(link|fifo|text)\b\s?(.*)$")
 _CELL = re.compile(r"^# %% (\S+)\s*$")

@@ -130,7 +130,7 @@ def corpus_summary(graded_by_assignment: dict[str, list[GradedSubmission]]) -> s
     for graded in graded_by_assignment.values():
         times = [g.seconds for g in graded if g.seconds is not None]
         medians.append(f"{statistics.median(times):>3.0f}" if times else "  -")
-    lines.append(f"{'median seconds to grade one submission':<40}" + "  ".join(medians))
+    lines.append(f"{'median seconds of one grading task':<40}" + "  ".join(medians))
     return "\n".join(lines)
 
 

@@ -70,9 +70,10 @@ class Dropped:
 
 def shown(name: str) -> str:
     """A file name as feedback and log may show it: a student chooses their file names, so every
-    character that could break out of Markdown or a terminal line is replaced."""
+    character that could break out of Markdown or a terminal line is replaced. A long one keeps
+    its end, where a path names the student, the assignment and the file."""
     safe = re.sub(r"[^\w.+/() -]", "?", str(name))
-    return safe if len(safe) <= 80 else safe[:77] + "..."
+    return safe if len(safe) <= 80 else "..." + safe[-77:]
 
 
 def megabytes(size: float) -> str:
