@@ -9,7 +9,7 @@ JOBS ?= 2
 # nbgrader calls the `alembic` command of its own environment.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup course grade views test lint lab benchmark clean gpu-check gpu-wheels
+.PHONY: setup course grade views test lint lab benchmark grading-benchmark clean gpu-check gpu-wheels
 
 setup: $(STAMP)
 
@@ -48,6 +48,11 @@ lab: setup
 # Measure each notebook's run time on this machine (the README's table).
 benchmark: setup
 	$(BIN)/python -m course_tools.benchmark --update-readme
+
+# Grade a synthetic class (32 submissions) four ways: nbclient alone, stock nbgrader, the course's
+# grader serially and with 2 workers; the README's grading table (about 15 minutes on 2 cores).
+grading-benchmark: setup
+	$(BIN)/python -m course_tools.grading_benchmark --update-readme $(GRADING_BENCHMARK_ARGS)
 
 clean:
 	rm -rf submitted feedback gradebook.db grades.csv cell_times.csv .grading

@@ -58,12 +58,14 @@ def table(rows, repeats: int) -> str:
     return "\n".join(lines)
 
 
-def update_readme(text: str, readme: Path = REPO_ROOT / "README.md") -> None:
+def update_readme(text: str, readme: Path = REPO_ROOT / "README.md", start: str = START,
+                  end: str = END) -> None:
+    """Replace what stands between the `start` and `end` markers of the README with `text`."""
     content = readme.read_text()
-    if START not in content or END not in content:
-        raise SystemExit(f"{readme} has no {START} ... {END} markers")
-    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
-    readme.write_text(pattern.sub(lambda _: f"{START}\n{text}\n{END}", content))
+    if start not in content or end not in content:
+        raise SystemExit(f"{readme} has no {start} ... {end} markers")
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    readme.write_text(pattern.sub(lambda _: f"{start}\n{text}\n{end}", content))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -38,6 +38,7 @@ DIED = "KernelDied"
 TIMED_OUT = "CellTimeoutError"
 TAMPERED = "TamperingDetected"
 OUT_OF_TIME = "OutOfTime"
+REPLY_GRACE_SECONDS = 2
 
 
 def _bound_names(source: str) -> set[str]:
@@ -196,10 +197,12 @@ class GuardedExecute(Execute):
         scratch = NotebookNode(cell_type="code", source="", metadata={}, outputs=[], execution_count=None)
         target = outputs_into if outputs_into is not None else scratch
         target.metadata.setdefault("execution", {})
-        reply, idle, interrupted = None, False, False
+        reply, idle, interrupted, idle_at = None, False, False, 0.0
         deadline, next_alive_check = monotonic() + timeout, monotonic() + 1
-        while not idle or (reply is None and monotonic() < deadline):
-            if monotonic() >= deadline:
+        # The reply travels on the shell channel and may arrive just after the idle status on
+        # iopub; a guard that was removed never replies, and the kernel goes idle all the same.
+        while not idle or (reply is None and monotonic() < idle_at + REPLY_GRACE_SECONDS):
+            if not idle and monotonic() >= deadline:
                 if interrupted:
                     raise _KernelLost(index, "unresponsive")
                 interrupted = True
@@ -217,7 +220,7 @@ class GuardedExecute(Execute):
                 try:
                     self.process_message(message, target, index)
                 except CellExecutionComplete:
-                    idle = True
+                    idle, idle_at = True, monotonic()
             if reply is None:
                 try:
                     answer = await ensure_async(self.kc.shell_channel.get_msg(timeout=0))

@@ -1,0 +1,171 @@
+"""Measure grading: stock serial nbgrader against the course's grader, and the floor beneath both.
+
+    python -m course_tools.grading_benchmark                 # 32 submissions of 04_memory
+    python -m course_tools.grading_benchmark --submissions 64 --assignment 02_gradient_accumulation
+
+A synthetic class is made from the lesson's demo class (its correct and mistaken students,
+repeated under new names). The same class is then graded four ways, each in a fresh course copy:
+
+- floor: every submission executed with nbclient alone, one after another (no grading at all);
+- stock: `nbgrader autograde` with nbgrader's own steps, serially;
+- course, serial: `nbgrader autograde` with this course's configuration (intake, sandbox, guard);
+- course, parallel: course_tools.autograde with `--workers` processes.
+
+It prints seconds per submission for each, submissions per minute, the ratios the README quotes,
+and a projection for whole courses. With --update-readme the table between the README's
+grading-benchmark markers is rewritten. Timings belong here, never in a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from course_tools.autograde import grade_class
+from course_tools.benchmark import machine, update_readme
+from course_tools.course import REPO_ROOT, generate_release, open_course, require_success
+from course_tools.demo_class import DEMO_ROOT, load_demo_class, write_submissions
+
+START, END = "<!-- grading-benchmark:start -->", "<!-- grading-benchmark:end -->"
+# Only honest work and realistic mistakes: a class of endless loops would measure the timeout.
+KINDS = ("reference", "alternative", "mistake")
+
+
+def make_course(folder: Path, assignment: str, submissions: int) -> Path:
+    """A course copy with the assignment released and `submissions` students handed in."""
+    from course_tools.demo_class import kind_of
+
+    root = folder / "course"
+    root.mkdir(parents=True)
+    shutil.copytree(REPO_ROOT / "source", root / "source")
+    shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
+    generate_release(open_course(root), assignment)
+    demo = [s for s in load_demo_class(assignment) if kind_of(s) in KINDS and not s.files]
+    class_folder = folder / "class" / assignment
+    class_folder.mkdir(parents=True)
+    for number in range(submissions):
+        original = demo[number % len(demo)]
+        text = (DEMO_ROOT / assignment / f"{original.student}.py").read_text()
+        (class_folder / f"s{number:03d}.py").write_text(text)
+    write_submissions(root, assignment, class_folder.parent)
+    return root
+
+
+def floor(root: Path, assignment: str) -> list[float]:
+    """Seconds to execute each submitted notebook with nbclient alone."""
+    times = []
+    for path in sorted((root / "submitted").glob(f"*/{assignment}/*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        client = NotebookClient(notebook, kernel_name="python3", timeout=300, allow_errors=True,
+                                resources={"metadata": {"path": str(path.parent)}})
+        started = time.perf_counter()
+        client.execute()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def stock(root: Path, assignment: str) -> float:
+    """Seconds for nbgrader's own autograde steps over the class, serially."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    config = Config()
+    config.CourseDirectory.root = str(root)
+    config.CourseDirectory.course_id = "efficient-pytorch"
+    config.Execute.timeout = 300
+    config.Execute.kernel_name = "python3"
+    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    started = time.perf_counter()
+    require_success(api.autograde(assignment, "*", force=True, create=True), "stock autograde")
+    return time.perf_counter() - started
+
+
+def course_serial(root: Path, assignment: str) -> float:
+    started = time.perf_counter()
+    require_success(open_course(root).autograde(assignment, "*", force=True, create=True), "autograde")
+    return time.perf_counter() - started
+
+
+def course_parallel(root: Path, assignment: str, workers: int) -> float:
+    started = time.perf_counter()
+    outcomes = grade_class(root, {assignment: None}, workers=workers, force=True, progress=False)
+    if any(o.status != "graded" for o in outcomes):
+        raise RuntimeError("the parallel grader could not grade every submission")
+    return time.perf_counter() - started
+
+
+def projection(per_submission: float) -> str:
+    """Hours for whole courses, scaling the measured per-submission time by worker count."""
+    lines = ["| students x 4 lessons | 2 workers | 16 workers | 64 workers |",
+             "| --- | --- | --- | --- |"]
+    for students in (300, 1000):
+        hours = [students * 4 * per_submission / count / 3600 for count in (2, 16, 64)]
+        lines.append(f"| {students:,} | " + " | ".join(f"{h:.1f} h" for h in hours) + " |")
+    return "\n".join(lines)
+
+
+def report(assignment: str, count: int, workers: int, floor_times: list[float], stock_s: float,
+           serial_s: float, parallel_s: float) -> str:
+    floor_each = statistics.mean(floor_times)
+    stock_each, serial_each, parallel_each = stock_s / count, serial_s / count, parallel_s / count
+    lines = [
+        f"Measured by `make grading-benchmark` on {machine()}: {count} submissions of `{assignment}`.",
+        "",
+        "| grading | s per submission | vs. the floor | submissions per minute |",
+        "| --- | --- | --- | --- |",
+        f"| nbclient alone (the floor) | {floor_each:.1f} | 1.00x | {60 / floor_each:.1f} |",
+        f"| stock nbgrader, serial | {stock_each:.1f} | {stock_each / floor_each:.2f}x | "
+        f"{60 / stock_each:.1f} |",
+        f"| the course's grader, serial | {serial_each:.1f} | {serial_each / floor_each:.2f}x | "
+        f"{60 / serial_each:.1f} |",
+        f"| the course's grader, {workers} workers | {parallel_each:.1f} | "
+        f"{parallel_each / floor_each:.2f}x | {60 / parallel_each:.1f} |",
+        "",
+        f"Parallel against stock serial: {stock_each / parallel_each:.2f}x the submissions per minute.",
+        f"Projected from the {workers}-worker rate on this machine, assuming workers on as many cores:",
+        "",
+        projection(parallel_each * workers),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--assignment", default="04_memory")
+    parser.add_argument("--submissions", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--update-readme", action="store_true")
+    args = parser.parse_args(argv)
+    if args.submissions < 1 or args.workers < 1:
+        parser.error("--submissions and --workers must be at least 1")
+    with tempfile.TemporaryDirectory(prefix="grading-benchmark-") as folder:
+        results = {}
+        for name in ("floor", "stock", "serial", "parallel"):
+            root = make_course(Path(folder) / name, args.assignment, args.submissions)
+            print(f"{name}: grading {args.submissions} submissions ...", flush=True)
+            if name == "floor":
+                results[name] = floor(root, args.assignment)
+            elif name == "stock":
+                results[name] = stock(root, args.assignment)
+            elif name == "serial":
+                results[name] = course_serial(root, args.assignment)
+            else:
+                results[name] = course_parallel(root, args.assignment, args.workers)
+        text = report(args.assignment, args.submissions, args.workers, results["floor"], results["stock"],
+                      results["serial"], results["parallel"])
+    print(text)
+    if args.update_readme:
+        update_readme(text, start=START, end=END)
+
+
+if __name__ == "__main__":
+    main()
