@@ -19,6 +19,7 @@ grading-benchmark markers is rewritten. Timings belong here, never in a test.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import tempfile
@@ -102,13 +103,17 @@ def course_parallel(root: Path, assignment: str, workers: int) -> float:
     return time.perf_counter() - started
 
 
+def _duration(hours: float) -> str:
+    return f"{hours:.1f} h" if hours >= 1 else f"{max(1, round(hours * 60))} min"
+
+
 def projection(per_submission: float) -> str:
     """Hours for whole courses, scaling the measured per-submission time by worker count."""
     lines = ["| students x 4 lessons | 2 workers | 16 workers | 64 workers |",
              "| --- | --- | --- | --- |"]
     for students in (300, 1000):
         hours = [students * 4 * per_submission / count / 3600 for count in (2, 16, 64)]
-        lines.append(f"| {students:,} | " + " | ".join(f"{h:.1f} h" for h in hours) + " |")
+        lines.append(f"| {students:,} | " + " | ".join(_duration(h) for h in hours) + " |")
     return "\n".join(lines)
 
 
@@ -147,6 +152,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.submissions < 1 or args.workers < 1:
         parser.error("--submissions and --workers must be at least 1")
+    # As the tests and the parallel grader's workers do: one OpenMP thread per kernel.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory(prefix="grading-benchmark-") as folder:
         results = {}
         for name in ("floor", "stock", "serial", "parallel"):
