@@ -179,11 +179,14 @@ def _report(outcome: Outcome, bar) -> None:
     else:
         line = (f"{outcome.assignment} {outcome.student}: NOT GRADED, not the student's doing: "
                 f"{outcome.message}")
-    if bar is not None:
-        bar.write(line) if outcome.status != "graded" else bar.set_postfix_str(outcome.student, refresh=False)
-        bar.update(1)
-    else:
+    if bar is None:
         print(line, flush=True)
+        return
+    if outcome.status == "graded":
+        bar.set_postfix_str(outcome.student, refresh=False)
+    else:
+        bar.write(line)
+    bar.update(1)
 
 
 def grade_class(root: Path, assignments: dict[str, list[str] | None], workers: int = 2,

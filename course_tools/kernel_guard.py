@@ -108,8 +108,10 @@ class Guard:
         self.attributes = {path: dict(vars(owner)) for path, owner in self.owners.items()}
         for name in KERNEL_OWNED_BUILTINS:
             self.attributes["builtins"].pop(name, None)
-        self.modules = {name: module for name, module in self.owners.items()
-                        if isinstance(module, types.ModuleType) and sys.modules.get(name) is module}
+        # Every module loaded before any student code: none may be swapped in sys.modules or given a
+        # class of its own (a module type with its own __getattribute__).
+        self.modules = dict(sys.modules)
+        self.module_types = {name: type(module) for name, module in self.modules.items()}
         self.functions = {}
         for path, attributes in self.attributes.items():
             if not path.startswith(package):
@@ -133,6 +135,10 @@ class Guard:
                 found.append(f"sys.modules[{name!r}]")
                 if fix:
                     sys.modules[name] = module
+            if type(module) is not self.module_types[name]:
+                found.append(f"the type of module {name!r}")
+                if fix:
+                    module.__class__ = self.module_types[name]
         for path, snapshot in self.attributes.items():
             owner = self.owners[path]
             current = vars(owner)
@@ -199,8 +205,6 @@ class Interpreter:
         self.custom_exceptions = (shell.custom_exceptions, shell.CustomTB)
         self.sys_hooks = {name: getattr(sys, name) for name in SYS_HOOKS}
         self.meta_path, self.path_hooks = list(sys.meta_path), list(sys.path_hooks)
-        self.modules = dict(sys.modules)
-        self.module_types = {name: type(module) for name, module in self.modules.items()}
 
     def reset_ipython(self) -> list[str]:
         """Put IPython's input pipeline back; only cells that IPython runs go through it."""
@@ -228,7 +232,7 @@ class Interpreter:
         """Put the interpreter's own hooks back; return what had changed."""
         import threading
 
-        found = self.replaced_modules(fix=True)
+        found = []
         if sys.gettrace() is not None or sys.getprofile() is not None:
             found.append("a trace or profile function (sys.settrace / sys.setprofile)")
         sys.settrace(None)
@@ -249,27 +253,10 @@ class Interpreter:
                     setattr(sys, name, list(snapshot))
         return found
 
-    def replaced_modules(self, fix: bool) -> list[str]:
-        """Modules loaded before any student code that are no longer the ones in sys.modules, or
-        whose type changed (a module class with its own __getattribute__)."""
-        found = []
-        for name, module in self.modules.items():
-            if sys.modules.get(name) is not module:
-                found.append(f"sys.modules[{name!r}]")
-                if fix:
-                    sys.modules[name] = module
-            if type(module) is not self.module_types[name]:
-                found.append(f"the type of module {name!r}")
-                if fix:
-                    module.__class__ = self.module_types[name]
-        return found
-
     def changed_during_test(self) -> list[str]:
-        """What, changed while a test ran, could have changed its verdict."""
-        found = self.replaced_modules(fix=False)
-        if sys.gettrace() is not None:
-            found.append("a trace function (sys.settrace)")
-        return found
+        """A hook set while a test ran that could have changed its verdict (the Guard reports
+        replaced objects and modules)."""
+        return ["a trace function (sys.settrace)"] if sys.gettrace() is not None else []
 
 
 def _refuse_audit_hooks(event: str, args) -> None:
