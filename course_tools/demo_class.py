@@ -16,6 +16,8 @@ A submission is described by tests/demo_class/<assignment>/<student>.py:
     # note: a phrase the grader's note at the top of its feedback must show
     # needs: sandbox                            (grades as declared only in a sandboxed grader)
     # kind: broken | hostile                    (default: by name, or a realistic mistake)
+    # validate-misses: ex3_1_test  why          (a test cell lost at grading that Validate cannot
+    #                                            report, and why: the README's demo table says it too)
     # %% ex1_1_solution
     <the student's code for that cell: a solution cell, or a read-only cell they edited>
 
@@ -40,8 +42,10 @@ DEMO_ROOT = REPO_ROOT / "tests" / "demo_class"
 # at the course's 300 s per cell one such student would cost ten minutes. Every honest cell of
 # the demo class runs in a few seconds, so it is graded under this timeout instead.
 DEMO_CELL_TIMEOUT_S = 20
-_HEADER = re.compile(r"^# (about|base|loses|says|delete|move|retype|paste|file|note|needs|kind):(.*)$")
+_HEADER = re.compile(
+    r"^# (about|base|loses|says|delete|move|retype|paste|file|note|needs|kind|validate-misses):(.*)$")
 _FILE = re.compile(r"^(\S+)\s*->\s*(link|fifo|text)\b\s?(.*)$")
+_MISSES = re.compile(r"^(\S+)\s+(\S.*)$")
 _CELL = re.compile(r"^# %% (\S+)\s*$")
 _MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
@@ -63,6 +67,8 @@ class DemoSubmission:
     note: str = ""
     needs_sandbox: bool = False
     declared_kind: str = ""
+    # grade id of a test cell lost at grading -> why Validate cannot report it
+    validate_misses: dict[str, str] = field(default_factory=dict)
     cells: dict[str, str] = field(default_factory=dict)
 
 
@@ -91,6 +97,7 @@ def parse_submission(path: Path) -> DemoSubmission:
     """Read one tests/demo_class/<assignment>/<student>.py file."""
     header: dict[str, str] = {}
     files = []
+    misses: dict[str, str] = {}
     cells: dict[str, list[str]] = {}
     current = None
     for line in Path(path).read_text().splitlines():
@@ -107,6 +114,11 @@ def parse_submission(path: Path) -> DemoSubmission:
             if not file:
                 raise ValueError(f"{path}: write '# file: <name> -> link <course path>|fifo|text <content>'")
             files.append(file.groups())
+        elif match and match.group(1) == "validate-misses":
+            missed = _MISSES.match(match.group(2).strip())
+            if not missed:
+                raise ValueError(f"{path}: write '# validate-misses: <grade_id> <why Validate misses it>'")
+            misses[missed.group(1)] = missed.group(2)
         elif match:
             header[match.group(1)] = match.group(2).strip()
     base = header.get("base", "")
@@ -130,6 +142,7 @@ def parse_submission(path: Path) -> DemoSubmission:
         note=header.get("note", ""),
         needs_sandbox=header.get("needs", "") == "sandbox",
         declared_kind=header.get("kind", ""),
+        validate_misses=misses,
         cells={name: "\n".join(lines).strip("\n") for name, lines in cells.items()},
     )
 

@@ -2,5 +2,6 @@
 # base: solution
 # loses: ex4_1_test
 # says: only fp16 needs its gradients scaled
+# validate-misses: ex4_1_test the answer key of a quick check is hidden: a visible check would give it away
 # %% ex4_1_solution
 QUICK_CHECK = "a"
