@@ -58,9 +58,9 @@ clean:
 	rm -rf submitted feedback gradebook.db grades.csv cell_times.csv .grading
 	find autograded -mindepth 1 -not -name README.md -exec rm -rf {} +
 
-# On a CUDA GPU: nbval over notebooks/ and each lesson's figures at real size, into gpu-report/
-# (report.md, report.json). Uses the machine's own torch; without a GPU, a quick CPU self-test.
-# GPU_CHECK_ARGS passes options on, e.g. GPU_CHECK_ARGS=--skip-nbval.
+# On a CUDA GPU: every worked notebook at real size under nbval, and the figures the notebooks
+# recorded, into gpu-report/ (report.md, report.json). Uses the machine's own torch; without a GPU,
+# the same notebooks on the CPU. GPU_CHECK_ARGS passes options on, e.g. "--lessons 04_memory".
 gpu-check:
 	bash course_tools/gpu_check.sh $(GPU_CHECK_ARGS)
 

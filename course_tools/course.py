@@ -14,6 +14,8 @@ from nbgrader.preprocessors import Execute
 from nbgrader.utils import capture_log, temp_attrs
 from traitlets.config import Config, PyFileConfigLoader
 
+from course_tools.lessons import assignment_ids
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -47,12 +49,6 @@ def open_course(root: Path = REPO_ROOT, cell_timeout: int | None = None,
     if db_url is not None:
         config.CourseDirectory.db_url = db_url
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
-
-
-def assignment_ids(root: Path = REPO_ROOT) -> list[str]:
-    """The assignments authored under root/source/, in lesson order."""
-    source = Path(root) / "source"
-    return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
 
 
 def hidden_test_lines(notebook_paths) -> set[str]:

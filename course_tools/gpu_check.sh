@@ -3,7 +3,7 @@
 # environment of its own, on a machine that may have no internet.
 #
 #   course_tools/gpu_check.sh [ARGS...]          python -m course_tools.gpu_check ARGS... (--out DIR,
-#                                                --skip-nbval, --self-test)
+#                                                --self-test, --lessons L...)
 #   course_tools/gpu_check.sh --wheels           download into gpu-wheels/ the wheels the check needs
 #                                                besides torch (CPython 3.12, x86_64 Linux)
 #   course_tools/gpu_check.sh --print-requirements

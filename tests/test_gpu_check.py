@@ -1,40 +1,31 @@
-"""`make gpu-check` without a GPU: it says so, runs its CPU self-test and writes a report with every
-lesson's numbers. No speed is asserted: the self-test's numbers only prove the code paths run."""
+"""`make gpu-check` without a GPU: it says so, runs the worked notebooks on the CPU and reports the
+figures they recorded (helpers.report.record). No speed is asserted: the self-test's numbers only
+prove that the notebooks' code paths run and that their figures reach the report."""
 
 import json
-import math
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-from course_tools import gpu_check
+from course_tools import gpu_check, gpu_report
+from course_tools.lessons import assignment_ids
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = REPO_ROOT / "course_tools" / "gpu_check.sh"
+# The quickest notebook on a CPU: the self-test in CI runs it alone (make gpu-check runs them all).
+QUICKEST = "04_memory"
 
 
-def _timings(value):
-    """Every number stored under a key ending in _s (seconds), however deeply nested."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key.endswith("_s") and isinstance(item, (int, float)):
-                yield item
-            else:
-                yield from _timings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _timings(item)
-
-
-def test_without_a_gpu_the_check_runs_its_self_test_and_writes_the_report(tmp_path):
+def test_without_a_gpu_the_check_runs_the_notebook_and_reports_its_figures(tmp_path):
     # Through the script `make gpu-check` runs, with this interpreter (which has everything the check
     # needs, so no environment is created) and with any GPU hidden.
     env = {**os.environ, "GPU_PYTHON": sys.executable, "CUDA_VISIBLE_DEVICES": ""}
+    env.pop("COURSE_FIGURES", None)
     out = tmp_path / "report"
-    completed = subprocess.run(["bash", str(SCRIPT), "--out", str(out)], cwd=REPO_ROOT, env=env,
-                               capture_output=True, text=True, timeout=120)
+    completed = subprocess.run(["bash", str(SCRIPT), "--out", str(out), "--lessons", QUICKEST],
+                               cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert gpu_check.NO_GPU_LINE in completed.stdout.splitlines(), completed.stdout
 
@@ -42,20 +33,58 @@ def test_without_a_gpu_the_check_runs_its_self_test_and_writes_the_report(tmp_pa
     report = json.loads((out / "report.json").read_text())
     assert report["mode"] == "cpu-self-test" and report["machine"]["device"] == "cpu"
     assert "CPU self-test" in markdown and "No CUDA GPU was found" in markdown
-    assert "nbval" in markdown and "Not run" in markdown
+    section = report["lessons"][QUICKEST]
+    assert section["nbval"]["returncode"] == 0 and section["nbval"]["totals"]["failed"] == 0, section["nbval"]
+    assert section["figures"] and not section["problems"], section
+    numbers = [figure["value"] for figure in section["figures"] if isinstance(figure["value"], float)]
+    assert numbers and all(value >= 0 for value in numbers), section["figures"]
+    for figure in section["figures"]:
+        assert f"| {figure['name']} |" in markdown, f"{figure['name']!r} is missing from report.md"
 
-    sections = re.split(r"^## ", markdown, flags=re.M)
-    for lesson in gpu_check.LESSONS:
-        section = next((s for s in sections if s.startswith(lesson)), None)
-        assert section is not None, f"the report has no section for {lesson}:\n{markdown}"
-        table_rows = [line for line in section.splitlines()
-                      if line.startswith("| ") and not line.startswith("| ---")]
-        assert any(re.search(r"\|\s*\d+(\.\d+)?\s*\|", row) for row in table_rows), (
-            f"the {lesson} section has no number in its tables:\n{section}")
-        measured = report["lessons"][lesson]
-        assert "error" not in measured, measured.get("error")
-        seconds = list(_timings(measured["tables"]))
-        assert seconds and all(math.isfinite(s) and s > 0 for s in seconds), (lesson, seconds)
+
+def test_every_lesson_of_source_is_checked_by_default():
+    assert gpu_check.parse_args([]).lessons == assignment_ids(REPO_ROOT)
+    assert gpu_check.parse_args(["--lessons", QUICKEST]).lessons == [QUICKEST]
+
+
+def test_a_lesson_without_figures_is_reported_not_skipped(tmp_path):
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="4">'
+        '<testcase classname="notebooks.01_mixed_precision.mixed_precision.ipynb" name="Cell 0" />'
+        '<testcase classname="notebooks.01_mixed_precision.mixed_precision.ipynb" name="Cell 7">'
+        '<failure message="Cell outputs differ">expected True, got False</failure></testcase>'
+        '<testcase classname="notebooks.01_mixed_precision.mixed_precision.ipynb" name="Cell 2">'
+        '<skipped /></testcase>'
+        '<testcase classname="notebooks.01_mixed_precision.mixed_precision.ipynb" name="Cell 3">'
+        '<error message="kernel died" /></testcase>'
+        "</testsuite></testsuites>")
+    parsed = gpu_report.parse_junit(junit)
+    assert parsed["totals"] == {"tests": 4, "passed": 1, "failed": 1, "errors": 1, "skipped": 1}
+    assert [(f["cell"], f["outcome"], f["message"]) for f in parsed["failures"]] == [
+        ("Cell 7", "failed", "Cell outputs differ"), ("Cell 3", "errors", "kernel died")]
+
+    figures = tmp_path / "figures.jsonl"
+    figures.write_text('{"name": "bf16 step", "value": 12.5, "unit": "ms"}\nnot json\n')
+    recorded, problems = gpu_report.read_figures(figures)
+    assert recorded == [{"name": "bf16 step", "value": 12.5, "unit": "ms"}]
+    assert len(problems) == 1 and "line 2" in problems[0]
+
+    nbval = {"command": "python -m pytest notebooks/x", "returncode": 1, "duration_s": 60.0,
+             "summary": "1 failed, 1 passed", "log": "x.nbval.log", **parsed}
+    report = {"mode": "gpu", "written": "now",
+              "machine": {"device": "a GPU", "capability": "9.0", "gpu_memory_bytes": 2**37,
+                          "torch": "2.13.0", "cuda": "12.8", "python": "3.12.0", "platform": "Linux",
+                          "cpu_count": 16},
+              "lessons": {"01_mixed_precision": {"nbval": nbval, "figures": recorded, "problems": problems},
+                          "05_new_lesson": {"nbval": {**nbval, "returncode": 0, "failures": []},
+                                            "figures": [], "problems": []}}}
+    markdown = gpu_report.render_markdown(report)
+    assert "**FAILED**" in markdown and "Cell outputs differ" in markdown and "kernel died" in markdown
+    assert "| bf16 step | 12.5 ms |" in markdown
+    new_lesson = re.split(r"^## ", markdown, flags=re.M)[-1]
+    assert new_lesson.startswith("05_new_lesson") and "No figures" in new_lesson
+    assert "no figures from 05_new_lesson" in markdown and "1 of 2 lessons passed" in markdown
 
 
 def test_requirements_come_from_requirements_txt_and_leave_torch_out():
@@ -68,30 +97,3 @@ def test_requirements_come_from_requirements_txt_and_leave_torch_out():
     pinned = {line for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()
               if line.startswith(("nbval", "pytest>", "numpy"))}
     assert pinned <= set(lines), "the GPU check should use requirements.txt's bounds"
-
-
-def test_nbval_results_are_counted_per_notebook_and_failures_reported(tmp_path):
-    junit = tmp_path / "junit.xml"
-    junit.write_text(
-        '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="4">'
-        '<testcase classname="notebooks.01_mixed_precision.mixed_precision.ipynb" name="Cell 0" />'
-        '<testcase classname="notebooks.01_mixed_precision.mixed_precision.ipynb" name="Cell 7">'
-        '<failure message="Cell outputs differ">expected True, got False</failure></testcase>'
-        '<testcase classname="notebooks.04_memory.memory.ipynb" name="Cell 2"><skipped /></testcase>'
-        '<testcase classname="notebooks.04_memory.memory.ipynb" name="Cell 3">'
-        '<error message="kernel died" /></testcase>'
-        "</testsuite></testsuites>")
-    parsed = gpu_check.parse_junit(junit)
-    assert parsed["totals"] == {"tests": 4, "passed": 1, "failed": 1, "errors": 1, "skipped": 1}
-    assert parsed["notebooks"]["notebooks.04_memory.memory.ipynb"] == {
-        "passed": 0, "failed": 0, "errors": 1, "skipped": 1}
-    assert [(f["cell"], f["outcome"], f["message"]) for f in parsed["failures"]] == [
-        ("Cell 7", "failed", "Cell outputs differ"), ("Cell 3", "errors", "kernel died")]
-
-    report = {"mode": "gpu", "written": "now", "lessons": {},
-              "machine": {"device": "a GPU", "capability": "9.0", "gpu_memory_bytes": 2**37, "torch": "2.4.0",
-                          "cuda": "12.4", "python": "3.12.0", "platform": "Linux", "cpu_count": 16},
-              "nbval": {"command": "python -m pytest notebooks", "returncode": 1, "duration_s": 60.0,
-                        "summary": "1 failed, 1 passed", "log": "nbval.log", **parsed}}
-    markdown = gpu_check.render_markdown(report)
-    assert "**FAILED**" in markdown and "Cell outputs differ" in markdown and "kernel died" in markdown

@@ -1,0 +1,17 @@
+"""Which lessons the course has: every folder of source/ that holds a notebook, in lesson order.
+
+Imports nothing heavy (no nbgrader, no torch), so the GPU check can use it on a machine that has
+only what nbval needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def assignment_ids(root: Path = REPO_ROOT) -> list[str]:
+    """The assignments authored under root/source/, in lesson order."""
+    source = Path(root) / "source"
+    return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
