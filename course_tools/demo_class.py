@@ -35,6 +35,7 @@ from pathlib import Path
 
 import nbformat
 
+from course_tools.cells import grade_id, is_solution
 from course_tools.course import REPO_ROOT
 
 DEMO_ROOT = REPO_ROOT / "tests" / "demo_class"
@@ -169,10 +170,6 @@ def load_demo_class(assignment: str, demo_root: Path = DEMO_ROOT) -> list[DemoSu
     return submissions
 
 
-def _grade_id(cell) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-
-
 def student_code(source_cell_text: str) -> str:
     """A solution cell's text as a student would hand it in: the solution markers removed."""
     return "\n".join(line for line in source_cell_text.splitlines() if not _MARKERS.match(line))
@@ -181,31 +178,31 @@ def student_code(source_cell_text: str) -> str:
 def build_notebook(submission: DemoSubmission, source_nb, release_nb):
     """The notebook this student hands in: the release notebook with their cells filled in."""
     notebook = nbformat.from_dict(release_nb)
-    answers = {_grade_id(c): student_code(c.source) for c in source_nb.cells
-               if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
-    present = {_grade_id(c) for c in notebook.cells} - {None}
+    answers = {grade_id(c): student_code(c.source) for c in source_nb.cells
+               if is_solution(c)}
+    present = {grade_id(c) for c in notebook.cells} - {None}
     named = set(submission.cells) | set(submission.deleted) | set(submission.moved or ()) | (
         {submission.retyped[0]} if submission.retyped else set()) | set(submission.pasted or ())
     unknown = named - present
     if unknown:
         raise ValueError(f"demo student {submission.student} names cells {sorted(unknown)} that the "
                          f"notebook does not have; it has {sorted(present)}")
-    notebook.cells = [c for c in notebook.cells if _grade_id(c) not in submission.deleted]
+    notebook.cells = [c for c in notebook.cells if grade_id(c) not in submission.deleted]
     for cell in notebook.cells:
-        grade_id = _grade_id(cell)
-        if grade_id in submission.cells:
-            cell.source = submission.cells[grade_id]
-        elif submission.base == "solution" and grade_id in answers:
-            cell.source = answers[grade_id]
+        name = grade_id(cell)
+        if name in submission.cells:
+            cell.source = submission.cells[name]
+        elif submission.base == "solution" and name in answers:
+            cell.source = answers[name]
     if submission.moved:
         moving, anchor = submission.moved
-        cell = next(c for c in notebook.cells if _grade_id(c) == moving)
+        cell = next(c for c in notebook.cells if grade_id(c) == moving)
         notebook.cells.remove(cell)
-        position = next(i for i, c in enumerate(notebook.cells) if _grade_id(c) == anchor)
+        position = next(i for i, c in enumerate(notebook.cells) if grade_id(c) == anchor)
         notebook.cells.insert(position, cell)
     if submission.retyped:
-        grade_id, cell_type = submission.retyped
-        position = next(i for i, c in enumerate(notebook.cells) if _grade_id(c) == grade_id)
+        retyped, cell_type = submission.retyped
+        position = next(i for i, c in enumerate(notebook.cells) if grade_id(c) == retyped)
         old = notebook.cells[position]
         new = {"markdown": nbformat.v4.new_markdown_cell, "raw": nbformat.v4.new_raw_cell,
                "code": nbformat.v4.new_code_cell}[cell_type](old.source, metadata=old.metadata, id=old.id)
@@ -213,9 +210,9 @@ def build_notebook(submission: DemoSubmission, source_nb, release_nb):
     if submission.pasted:
         # JupyterLab's paste gives the copy a new cell id and keeps its metadata, grade id included.
         copied, anchor = submission.pasted
-        copy = nbformat.from_dict(next(c for c in notebook.cells if _grade_id(c) == copied))
+        copy = nbformat.from_dict(next(c for c in notebook.cells if grade_id(c) == copied))
         copy.id = f"{copy.get('id', 'cell')[:50]}-pasted"
-        position = next(i for i, c in enumerate(notebook.cells) if _grade_id(c) == anchor)
+        position = next(i for i, c in enumerate(notebook.cells) if grade_id(c) == anchor)
         notebook.cells.insert(position + 1, copy)
     return notebook
 

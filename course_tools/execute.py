@@ -32,6 +32,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Dict, Integer, Unicode
 
 from course_tools import kernel_guard
+from course_tools.cells import grade_id, is_read_only, is_test, nbgrader_metadata
 from course_tools.sandbox import SandboxedKernelManager, grading_sandbox
 
 DIED = "KernelDied"
@@ -69,22 +70,6 @@ def _loaded_names(source: str) -> set[str]:
     except (SyntaxError, ValueError, ImportError):
         return set()
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def _nbgrader(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def _is_test(cell) -> bool:
-    meta = _nbgrader(cell)
-    return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
-
-
-def _is_trusted(cell) -> bool:
-    """Read-only cells: nbgrader restored their source from the gradebook before execution."""
-    meta = _nbgrader(cell)
-    read_only = bool(meta.get("locked") or meta.get("grade"))
-    return cell.cell_type == "code" and read_only and not meta.get("solution")
 
 
 def _error(name: str, message: str) -> NotebookNode:
@@ -242,7 +227,7 @@ class GuardedExecute(Execute):
         cell.outputs = []
         reply = self._ask_guard(
             index, "run_test", self._cell_timeout(), outputs_into=cell, source=cell.source,
-            filename=f"<test cell {_nbgrader(cell).get('grade_id', index)}>",
+            filename=f"<test cell {grade_id(cell) or index}>",
             loaded=sorted(_loaded_names(cell.source)), bound=sorted(_bound_names(cell.source)))
         if reply is None or reply.get("status") != "ok":
             if reply is None:
@@ -302,16 +287,16 @@ class GuardedExecute(Execute):
             raise _OutOfTime(index)
         started, outcome = monotonic(), "kernel lost"
         try:
-            if self.guard and _is_test(cell):
+            if self.guard and is_test(cell):
                 self._run_test(cell, index)
-            elif self.guard and _is_trusted(cell):
+            elif self.guard and is_read_only(cell):
                 self._run_trusted(cell, index)
             else:
                 self._execute(cell, index)
             errors = [o.ename for o in cell.outputs if o.output_type == "error"]
             outcome = "timed out" if TIMED_OUT in errors else f"error: {errors[-1]}" if errors else "ok"
         finally:
-            self._cell_times.append({"cell": index, "grade_id": _nbgrader(cell).get("grade_id", ""),
+            self._cell_times.append({"cell": index, "grade_id": grade_id(cell) or "",
                                      "seconds": round(monotonic() - started, 3), "outcome": outcome})
 
     def _write_cell_times(self) -> None:
@@ -425,28 +410,28 @@ class RestoreCellOrder(NbGraderPreprocessor):
         release = self._release_notebook(resources)
         if release is None:
             return nb, resources
-        order = [_grade_id(c) for c in release.cells if _grade_id(c)]
-        rank = {grade_id: position for position, grade_id in enumerate(order)}
+        order = [grade_id(c) for c in release.cells if grade_id(c)]
+        rank = {name: position for position, name in enumerate(order)}
         head, blocks = [], []
         for cell in nb.cells:
-            if _grade_id(cell) in rank:
+            if grade_id(cell) in rank:
                 blocks.append([cell])
             elif blocks:
                 blocks[-1].append(cell)
             else:
                 head.append(cell)
-        present = {_grade_id(block[0]) for block in blocks}
+        present = {grade_id(block[0]) for block in blocks}
         for cell in release.cells:
-            grade_id = _grade_id(cell)
-            if grade_id and grade_id not in present and _nbgrader(cell).get("locked"):
-                self.log.warning("Restoring deleted read-only cell %s", grade_id)
+            name = grade_id(cell)
+            if name and name not in present and nbgrader_metadata(cell).get("locked"):
+                self.log.warning("Restoring deleted read-only cell %s", name)
                 restored = nbformat.from_dict(cell)
                 if restored.cell_type == "code":
                     restored.outputs, restored.execution_count = [], None
                 blocks.append([restored])
-        if [_grade_id(b[0]) for b in blocks] != sorted((_grade_id(b[0]) for b in blocks), key=rank.get):
+        if [grade_id(b[0]) for b in blocks] != sorted((grade_id(b[0]) for b in blocks), key=rank.get):
             self.log.warning("Restoring the release's cell order")
-        blocks.sort(key=lambda block: rank[_grade_id(block[0])])
+        blocks.sort(key=lambda block: rank[grade_id(block[0])])
         nb.cells = head + [cell for block in blocks for cell in block]
         return nb, resources
 
@@ -463,6 +448,3 @@ class RestoreCellOrder(NbGraderPreprocessor):
     def preprocess_cell(self, cell, resources, index):
         return cell, resources
 
-
-def _grade_id(cell) -> str | None:
-    return _nbgrader(cell).get("grade_id")

@@ -34,6 +34,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 from traitlets.log import get_logger
 
+from course_tools.cells import is_test
 from course_tools.course import hidden_test_lines
 from course_tools.intake import remove_entry, remove_unsafe_entries, shown
 
@@ -57,11 +58,6 @@ class ConciseErrors(NbGraderPreprocessor):
             if output.get("output_type") == "error":
                 output["traceback"] = [f"{output['ename']}: {output['evalue']}"]
         return cell, resources
-
-
-def _is_test(cell) -> bool:
-    grading = cell.get("metadata", {}).get("nbgrader", {})
-    return cell.get("cell_type") == "code" and bool(grading.get("grade")) and not grading.get("solution")
 
 
 def _defused(marker: str) -> str:
@@ -131,10 +127,10 @@ class RedactHiddenTests(NbGraderPreprocessor):
         clear = ClearHiddenTests(config=self.config)
         markers = (clear.begin_test_delimeter, clear.end_test_delimeter)
         tests = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell.source)
-                                                for cell in nb.cells if _is_test(cell)])
+                                                for cell in nb.cells if is_test(cell)])
         secrets = sorted(hidden_test_lines([io.StringIO(nbformat.writes(tests))])) + list(markers)
         for cell in nb.cells:
-            if not _is_test(cell):
+            if not is_test(cell):
                 for marker in markers:
                     cell.source = cell.source.replace(marker, _defused(marker))
             for output in cell.get("outputs", []):

@@ -13,6 +13,7 @@ import re
 import nbformat
 import pytest
 
+from course_tools.cells import is_test
 from course_tools.course import REPO_ROOT, assignment_ids, hidden_test_lines
 from course_tools.demo_class import DEMO_ROOT, load_demo_class
 from course_tools.grade import export_grades, grade_demo_class
@@ -99,7 +100,7 @@ class GradedDemoClass:
         folder = released_course / "autograded" / "untouched" / self.assignment
         for path in folder.glob("*.ipynb"):
             for cell in nbformat.read(path, as_version=4).cells:
-                if cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+                if is_test(cell):
                     errors = [o for o in cell.outputs if o.output_type == "error"]
                     assert errors and errors[0].ename in ("NotImplementedError", "NameError"), (
                         f"{path.name}: {cell.metadata.nbgrader.grade_id} did not fail on the stub")

@@ -6,6 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from course_tools.cells import nbgrader_metadata as nbgrader_meta
 from course_tools.course import REPO_ROOT, assignment_ids, generate_solution, hidden_test_lines, open_course
 
 ASSIGNMENTS = assignment_ids(REPO_ROOT)
@@ -14,10 +15,6 @@ GRADE_ID = re.compile(r"^(setup|ex\d+_(spec|\d+_(solution|test)))$")
 
 def notebooks_of(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-
-
-def nbgrader_meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 def source_notebooks():

@@ -17,6 +17,8 @@ from conftest import copy_course
 from nbconvert.filters import strip_ansi
 from nbgrader.validator import Validator
 
+from course_tools.cells import grade_id
+from course_tools.cells import is_test as is_test_cell
 from course_tools.course import generate_release, load_config, open_course
 from course_tools.demo_class import DEMO_ROOT, build_notebook, parse_submission
 
@@ -24,14 +26,6 @@ pytestmark = pytest.mark.slow
 
 ASSIGNMENT = "04_memory"      # the quickest notebook to run on a CPU
 MISTAKE = "adam_state_once"   # a demo submission whose mistake the visible test already catches
-
-
-def grade_id(cell):
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-
-
-def is_test_cell(cell):
-    return bool(cell.get("metadata", {}).get("nbgrader", {}).get("grade")) and cell.cell_type == "code"
 
 
 @pytest.fixture(scope="module")

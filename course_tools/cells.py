@@ -1,0 +1,37 @@
+"""nbgrader's metadata on a notebook cell, read in one place (dicts and NotebookNodes alike).
+
+nbgrader keeps a cell's role under metadata["nbgrader"]: `grade_id`, `solution` (the student
+writes it), `grade` (it carries points; a test cell when it is code and not a solution) and
+`locked` (read-only). A student can edit metadata, so every reader tolerates it being absent or
+of the wrong type.
+"""
+
+from __future__ import annotations
+
+
+def nbgrader_metadata(cell) -> dict:
+    """The cell's nbgrader metadata, {} when it has none (or something that is not a dict)."""
+    metadata = cell.get("metadata", {})
+    grading = metadata.get("nbgrader", {}) if isinstance(metadata, dict) else {}
+    return grading if isinstance(grading, dict) else {}
+
+
+def grade_id(cell) -> str | None:
+    return nbgrader_metadata(cell).get("grade_id")
+
+
+def is_solution(cell) -> bool:
+    return bool(nbgrader_metadata(cell).get("solution"))
+
+
+def is_test(cell) -> bool:
+    """A graded code cell the student does not write: an exercise's test (or a quick check's)."""
+    grading = nbgrader_metadata(cell)
+    return cell.get("cell_type") == "code" and bool(grading.get("grade")) and not grading.get("solution")
+
+
+def is_read_only(cell) -> bool:
+    """A locked or graded code cell that is not a solution: nbgrader restores its source before grading."""
+    grading = nbgrader_metadata(cell)
+    read_only = bool(grading.get("locked") or grading.get("grade"))
+    return cell.get("cell_type") == "code" and read_only and not grading.get("solution")
