@@ -17,7 +17,8 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from course_tools.execute import GuardedExecute, RestoreCellOrder
+from course_tools.cell_order import RestoreCellOrder
+from course_tools.execute import GuardedExecute
 from course_tools.feedback import (
     ConciseErrors,
     RedactHiddenTests,

@@ -16,84 +16,29 @@ submission is still graded to completion, in bounded time, whatever its code doe
 
 from __future__ import annotations
 
-import ast
 import json
-import secrets
 from pathlib import Path
-from queue import Empty
 from time import monotonic
 
-import nbformat
-from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKernelError
-from nbclient.util import ensure_async, run_sync
-from nbformat.notebooknode import NotebookNode
-from nbgrader.coursedir import CourseDirectory
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode
 
-from course_tools import kernel_guard
-from course_tools.cells import grade_id, is_read_only, is_test, nbgrader_metadata
+from course_tools.cells import grade_id, is_read_only, is_test
+from course_tools.guarded_cells import (
+    DIED,
+    OUT_OF_TIME,
+    TIMED_OUT,
+    BudgetSpent,
+    GuardedCells,
+    KernelLost,
+    error_output,
+    note_output,
+)
 from course_tools.sandbox import SandboxedKernelManager, grading_sandbox
 
-DIED = "KernelDied"
-TIMED_OUT = "CellTimeoutError"
-TAMPERED = "TamperingDetected"
-OUT_OF_TIME = "OutOfTime"
-REPLY_GRACE_SECONDS = 2
 
-
-def _bound_names(source: str) -> set[str]:
-    """Global names a cell binds at its top level (imports, assignments, defs)."""
-    try:
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        tree = ast.parse(TransformerManager().transform_cell(source))
-    except (SyntaxError, ValueError, ImportError):
-        return set()
-    names = set()
-    for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        else:
-            names.update(n.id for n in ast.walk(node)
-                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
-    return names
-
-
-def _loaded_names(source: str) -> set[str]:
-    try:
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        tree = ast.parse(TransformerManager().transform_cell(source))
-    except (SyntaxError, ValueError, ImportError):
-        return set()
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def _error(name: str, message: str) -> NotebookNode:
-    return NotebookNode(output_type="error", ename=name, evalue=message, traceback=[f"{name}: {message}"])
-
-
-def _note(text: str) -> NotebookNode:
-    return NotebookNode(output_type="stream", name="stdout", text=text)
-
-
-class _KernelLost(Exception):
-    def __init__(self, index: int, reason: str):
-        super().__init__(reason)
-        self.index = index
-        self.reason = reason
-
-
-class _OutOfTime(Exception):
-    def __init__(self, index: int):
-        super().__init__(index)
-        self.index = index
-
-
-class GuardedExecute(Execute):
+class GuardedExecute(GuardedCells, Execute):
     """nbgrader's Execute that survives dying kernels, floods and patching, in a sandbox."""
 
     sandbox = Unicode("auto", help="'auto': sandbox kernels when bubblewrap works here; 'off': never; "
@@ -139,138 +84,15 @@ class GuardedExecute(Execute):
                 msg = {**msg, "content": {**msg["content"], "text": kept}}
         return super().output(outs, msg, display_id, cell_index)
 
-    # -- the guard ----------------------------------------------------------------------------
-
-    def _run_quietly(self, code: str, timeout: int = 60) -> NotebookNode:
-        """Run grader code in the kernel; return the cell so that its outputs can be read."""
-        cell = NotebookNode(cell_type="code", source=code, metadata={}, outputs=[], execution_count=None)
-        # nbclient stores an executed cell back at its index: give this one a slot of its own.
-        self.nb.cells.append(cell)
-        saved_timeout, self.timeout = self.timeout, timeout
-        try:
-            self.execute_cell(cell, len(self.nb.cells) - 1, store_history=False)
-        finally:
-            self.timeout = saved_timeout
-            self.nb.cells.pop()
-        return cell
-
-    def _install_guard(self) -> None:
-        if not self.guard:
-            return
-        source = (Path(__file__).parent / "kernel_guard.py").read_text()
-        cell = self._run_quietly(
-            "def _install_course_guard(source):\n"
-            "    namespace = {'__name__': '_course_guard'}\n"
-            "    exec(compile(source, 'course_guard', 'exec'), namespace)\n"
-            "    namespace['install']()\n"
-            "_install_course_guard(" + repr(source) + ")\n"
-            "del _install_course_guard\n", timeout=300)
-        errors = [o for o in cell.outputs if o.output_type == "error"]
-        if errors:
-            raise RuntimeError(f"the grading guard failed to start: {errors[0].ename}: {errors[0].evalue}")
-
-    def _ask_guard(self, index: int, op: str, timeout: float, outputs_into=None, **args) -> dict | None:
-        """Send the guard one request over its own kernel message (never through IPython's input
-        pipeline) and return its reply, or None when the kernel went idle without one."""
-        return run_sync(self._async_ask_guard)(index, op, timeout, outputs_into, args)
-
-    async def _async_ask_guard(self, index, op, timeout, outputs_into, args) -> dict | None:
-        nonce = secrets.token_hex(16)
-        request = self.kc.session.msg(kernel_guard.REQUEST, {"op": op, "args": args, "nonce": nonce})
-        self.kc.shell_channel.send(request)
-        msg_id = request["header"]["msg_id"]
-        scratch = NotebookNode(cell_type="code", source="", metadata={}, outputs=[], execution_count=None)
-        target = outputs_into if outputs_into is not None else scratch
-        target.metadata.setdefault("execution", {})
-        reply, idle, interrupted, idle_at = None, False, False, 0.0
-        deadline, next_alive_check = monotonic() + timeout, monotonic() + 1
-        # The reply travels on the shell channel and may arrive just after the idle status on
-        # iopub; a guard that was removed never replies, and the kernel goes idle all the same.
-        while not idle or (reply is None and monotonic() < idle_at + REPLY_GRACE_SECONDS):
-            if not idle and monotonic() >= deadline:
-                if interrupted:
-                    raise _KernelLost(index, "unresponsive")
-                interrupted = True
-                await ensure_async(self.km.interrupt_kernel())
-                deadline = monotonic() + self.interrupt_grace_seconds
-            if monotonic() >= next_alive_check:
-                next_alive_check = monotonic() + 1
-                if not await ensure_async(self.km.is_alive()):
-                    raise _KernelLost(index, "died")
-            try:
-                message = await ensure_async(self.kc.iopub_channel.get_msg(timeout=0.05))
-            except Empty:
-                message = None
-            if message is not None and message["parent_header"].get("msg_id") == msg_id:
-                try:
-                    self.process_message(message, target, index)
-                except CellExecutionComplete:
-                    idle, idle_at = True, monotonic()
-            if reply is None:
-                try:
-                    answer = await ensure_async(self.kc.shell_channel.get_msg(timeout=0))
-                except Empty:
-                    answer = None
-                if answer is not None and answer["parent_header"].get("msg_id") == msg_id:
-                    content = answer["content"]
-                    reply = content if (answer["msg_type"] == kernel_guard.REPLY
-                                        and content.get("nonce") == nonce) else {"status": "forged"}
-        if reply is not None and interrupted:
-            reply = {**reply, "interrupted": True}
-        return reply
-
-    def _integrity_error(self, what: str) -> NotebookNode:
-        return _error(TAMPERED, f"the grader could not establish this test's integrity ({what}): the "
-                                "notebook's code interfered with the grader, so the test does not count.")
-
-    def _run_test(self, cell, index: int) -> None:
-        cell.outputs = []
-        reply = self._ask_guard(
-            index, "run_test", self._cell_timeout(), outputs_into=cell, source=cell.source,
-            filename=f"<test cell {grade_id(cell) or index}>",
-            loaded=sorted(_loaded_names(cell.source)), bound=sorted(_bound_names(cell.source)))
-        if reply is None or reply.get("status") != "ok":
-            if reply is None:
-                why = "its request went unanswered"
-            elif reply.get("status") == "guard_error":
-                why = f"the guard failed: {reply.get('ename')}: {reply.get('evalue')}"
-            else:
-                why = "its answer was not the guard's"
-            cell.outputs.append(self._integrity_error(why))
-            return
-        if reply["undone"]:
-            cell.outputs.insert(0, _note(
-                "The grader restored what the notebook's code had replaced before this test ran: "
-                + ", ".join(reply["undone"]) + ". Tests run with the real functions.\n"))
-        if reply.get("interrupted"):
-            cell.outputs.append(_error(TIMED_OUT, self._timeout_message()))
-            self._failed_cells.add(index)
-            self._check_responsive(index)
-        elif reply["ename"] is not None:
-            cell.outputs.append(_error(reply["ename"], reply["evalue"]))
-        if reply["tampered"]:
-            cell.outputs.append(_error(TAMPERED, "while this test ran, the code under test replaced "
-                                       + ", ".join(reply["tampered"]) + "; the test does not count."))
-
-    def _run_trusted(self, cell, index: int) -> None:
-        """A read-only cell that is not a test (the setup cell): IPython runs it, with its hooks
-        put back first, and the guard remembers the globals it bound."""
-        reply = self._ask_guard(index, "reset", 60)
-        self._execute(cell, index)
-        if reply is None or reply.get("status") != "ok":
-            cell.outputs.append(self._integrity_error("the guard did not answer before this cell"))
-            return
-        self._ask_guard(index, "remember", 60, names=sorted(_bound_names(cell.source)))
-
     def _execute(self, cell, index: int) -> None:
         saved_timeout, self.timeout = self.timeout, self._cell_timeout()
         try:
             self.execute_cell(cell, index, store_history=True)
         except DeadKernelError as error:
-            raise _KernelLost(index, "died") from error
+            raise KernelLost(index, "died") from error
         except CellTimeoutError as error:
             # The time limit passed and, after the interrupt, the kernel never went idle.
-            raise _KernelLost(index, "unresponsive") from error
+            raise KernelLost(index, "unresponsive") from error
         finally:
             self.timeout = saved_timeout
         timed_out = [o for o in cell.outputs if o.output_type == "error" and o.ename == TIMED_OUT]
@@ -284,7 +106,7 @@ class GuardedExecute(Execute):
     def _run_cell(self, index: int) -> None:
         cell = self.nb.cells[index]
         if self._budget_left() <= 0:
-            raise _OutOfTime(index)
+            raise BudgetSpent(index)
         started, outcome = monotonic(), "kernel lost"
         try:
             if self.guard and is_test(cell):
@@ -332,11 +154,11 @@ class GuardedExecute(Execute):
         try:
             probe = self._run_quietly("pass", timeout=self.interrupt_grace_seconds)
         except (CellTimeoutError, DeadKernelError) as error:
-            raise _KernelLost(index, "unresponsive") from error
+            raise KernelLost(index, "unresponsive") from error
         if any(o.output_type == "error" for o in probe.outputs):
-            raise _KernelLost(index, "unresponsive")
+            raise KernelLost(index, "unresponsive")
 
-    def _record_loss(self, lost: _KernelLost) -> None:
+    def _record_loss(self, lost: KernelLost) -> None:
         cell = self.nb.cells[lost.index]
         self._failed_cells.add(lost.index)
         if lost.reason == "died":
@@ -348,14 +170,14 @@ class GuardedExecute(Execute):
                        "after the interrupt (does it catch KeyboardInterrupt?). A fresh kernel re-ran the "
                        "cells above and grading went on from the next cell.")
         if not any(o.output_type == "error" for o in cell.outputs) or lost.reason == "died":
-            cell.outputs.append(_error(DIED, message))
+            cell.outputs.append(error_output(DIED, message))
         else:
-            cell.outputs.append(_note(message + "\n"))
+            cell.outputs.append(note_output(message + "\n"))
 
     def _not_run(self, start: int, name: str, message: str) -> None:
         for cell in self.nb.cells[start:]:
             if cell.cell_type == "code":
-                cell.outputs = [_error(name, message)]
+                cell.outputs = [error_output(name, message)]
 
     def preprocess(self, nb, resources=None, km=None):
         from nbclient import NotebookClient
@@ -378,12 +200,12 @@ class GuardedExecute(Execute):
                     for index in replay + [i for i in code_cells if i >= start]:
                         self._run_cell(index)
                 break
-            except _OutOfTime as spent:
+            except BudgetSpent as spent:
                 self.km, self.kc = None, None
                 self.log.warning("time budget of %d s spent at cell %d", self.submission_timeout, spent.index)
                 self._not_run(spent.index, OUT_OF_TIME, "not run: " + self._out_of_time_message())
                 break
-            except _KernelLost as lost:
+            except KernelLost as lost:
                 self.km, self.kc = None, None
                 self._record_loss(lost)
                 restarts += 1
@@ -396,55 +218,4 @@ class GuardedExecute(Execute):
         self.set_widgets_metadata()
         self._write_cell_times()
         return self.nb, self.resources
-
-
-class RestoreCellOrder(NbGraderPreprocessor):
-    """Put the read-only and graded cells back in the release's order, and bring back deleted
-    read-only cells (the setup cell, for one), so that every test runs after the code it tests.
-
-    Runs after OverwriteCells (which restores the content and type of those cells, and deleted
-    test cells). A student's own cells travel with the nbgrader cell above them.
-    """
-
-    def preprocess(self, nb, resources):
-        release = self._release_notebook(resources)
-        if release is None:
-            return nb, resources
-        order = [grade_id(c) for c in release.cells if grade_id(c)]
-        rank = {name: position for position, name in enumerate(order)}
-        head, blocks = [], []
-        for cell in nb.cells:
-            if grade_id(cell) in rank:
-                blocks.append([cell])
-            elif blocks:
-                blocks[-1].append(cell)
-            else:
-                head.append(cell)
-        present = {grade_id(block[0]) for block in blocks}
-        for cell in release.cells:
-            name = grade_id(cell)
-            if name and name not in present and nbgrader_metadata(cell).get("locked"):
-                self.log.warning("Restoring deleted read-only cell %s", name)
-                restored = nbformat.from_dict(cell)
-                if restored.cell_type == "code":
-                    restored.outputs, restored.execution_count = [], None
-                blocks.append([restored])
-        if [grade_id(b[0]) for b in blocks] != sorted((grade_id(b[0]) for b in blocks), key=rank.get):
-            self.log.warning("Restoring the release's cell order")
-        blocks.sort(key=lambda block: rank[grade_id(block[0])])
-        nb.cells = head + [cell for block in blocks for cell in block]
-        return nb, resources
-
-    def _release_notebook(self, resources):
-        coursedir = CourseDirectory(config=self.config)
-        info = resources["nbgrader"]
-        path = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / (
-            info["notebook"] + ".ipynb")
-        if not path.exists():
-            self.log.warning("No release notebook at %s: the cell order is not checked", path)
-            return None
-        return nbformat.read(path, as_version=4)
-
-    def preprocess_cell(self, cell, resources, index):
-        return cell, resources
 

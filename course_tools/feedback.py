@@ -36,7 +36,7 @@ from traitlets.log import get_logger
 
 from course_tools.cells import is_test
 from course_tools.course import hidden_test_lines
-from course_tools.intake import remove_entry, remove_unsafe_entries, shown
+from course_tools.submission_files import remove_entry, remove_unsafe_entries, shown
 
 REDACTED = "(hidden test code removed)"
 # nbgrader's release_feedback reads these two beside each page; they never reach the student.

@@ -4,7 +4,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from course_tools.execute import DIED, OUT_OF_TIME, TIMED_OUT, GuardedExecute, RestoreCellOrder
+from course_tools.cell_order import RestoreCellOrder
+from course_tools.execute import DIED, OUT_OF_TIME, TIMED_OUT, GuardedExecute
 
 
 def run(cells, tmp_path, **options):

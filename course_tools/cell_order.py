@@ -1,0 +1,62 @@
+"""Put a submission's nbgrader cells back in the release's order before it is graded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+from course_tools.cells import grade_id, nbgrader_metadata
+
+
+class RestoreCellOrder(NbGraderPreprocessor):
+    """Put the read-only and graded cells back in the release's order, and bring back deleted
+    read-only cells (the setup cell, for one), so that every test runs after the code it tests.
+
+    Runs after OverwriteCells (which restores the content and type of those cells, and deleted
+    test cells). A student's own cells travel with the nbgrader cell above them.
+    """
+
+    def preprocess(self, nb, resources):
+        release = self._release_notebook(resources)
+        if release is None:
+            return nb, resources
+        order = [grade_id(c) for c in release.cells if grade_id(c)]
+        rank = {name: position for position, name in enumerate(order)}
+        head, blocks = [], []
+        for cell in nb.cells:
+            if grade_id(cell) in rank:
+                blocks.append([cell])
+            elif blocks:
+                blocks[-1].append(cell)
+            else:
+                head.append(cell)
+        present = {grade_id(block[0]) for block in blocks}
+        for cell in release.cells:
+            name = grade_id(cell)
+            if name and name not in present and nbgrader_metadata(cell).get("locked"):
+                self.log.warning("Restoring deleted read-only cell %s", name)
+                restored = nbformat.from_dict(cell)
+                if restored.cell_type == "code":
+                    restored.outputs, restored.execution_count = [], None
+                blocks.append([restored])
+        if [grade_id(b[0]) for b in blocks] != sorted((grade_id(b[0]) for b in blocks), key=rank.get):
+            self.log.warning("Restoring the release's cell order")
+        blocks.sort(key=lambda block: rank[grade_id(block[0])])
+        nb.cells = head + [cell for block in blocks for cell in block]
+        return nb, resources
+
+    def _release_notebook(self, resources):
+        coursedir = CourseDirectory(config=self.config)
+        info = resources["nbgrader"]
+        path = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / (
+            info["notebook"] + ".ipynb")
+        if not path.exists():
+            self.log.warning("No release notebook at %s: the cell order is not checked", path)
+            return None
+        return nbformat.read(path, as_version=4)
+
+    def preprocess_cell(self, cell, resources, index):
+        return cell, resources

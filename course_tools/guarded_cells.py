@@ -1,0 +1,206 @@
+"""The grader's side of the kernel guard (course_tools.kernel_guard): how GuardedExecute runs cells.
+
+Test cells never go through IPython: their release source travels to the guard in a kernel message
+of its own (`course_guard_request`) with a nonce, the guard runs it on the grader's objects and
+answers on the shell channel. A missing, failed or forged answer fails the test with "could not
+establish this test's integrity". Read-only cells that are not tests (the setup cell) run through
+IPython after the guard has put the interpreter's hooks back, and the guard remembers what they
+bound. `GuardedCells` is a mixin for an nbclient-based executor; execute.py holds the rest.
+"""
+
+from __future__ import annotations
+
+import ast
+import secrets
+from pathlib import Path
+from queue import Empty
+from time import monotonic
+
+from nbclient.exceptions import CellExecutionComplete
+from nbclient.util import ensure_async, run_sync
+from nbformat.notebooknode import NotebookNode
+
+from course_tools import kernel_guard
+from course_tools.cells import grade_id
+
+DIED = "KernelDied"
+TIMED_OUT = "CellTimeoutError"
+TAMPERED = "TamperingDetected"
+OUT_OF_TIME = "OutOfTime"
+REPLY_GRACE_SECONDS = 2
+
+
+def _bound_names(source: str) -> set[str]:
+    """Global names a cell binds at its top level (imports, assignments, defs)."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        tree = ast.parse(TransformerManager().transform_cell(source))
+    except (SyntaxError, ValueError, ImportError):
+        return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        else:
+            names.update(n.id for n in ast.walk(node)
+                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
+
+
+def _loaded_names(source: str) -> set[str]:
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        tree = ast.parse(TransformerManager().transform_cell(source))
+    except (SyntaxError, ValueError, ImportError):
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def error_output(name: str, message: str) -> NotebookNode:
+    return NotebookNode(output_type="error", ename=name, evalue=message, traceback=[f"{name}: {message}"])
+
+
+def note_output(text: str) -> NotebookNode:
+    return NotebookNode(output_type="stream", name="stdout", text=text)
+
+
+class KernelLost(Exception):
+    def __init__(self, index: int, reason: str):
+        super().__init__(reason)
+        self.index = index
+        self.reason = reason
+
+
+class BudgetSpent(Exception):
+    def __init__(self, index: int):
+        super().__init__(index)
+        self.index = index
+
+
+class GuardedCells:
+    """Runs test and read-only cells through the guard; mixed into GuardedExecute."""
+
+    def _run_quietly(self, code: str, timeout: int = 60) -> NotebookNode:
+        """Run grader code in the kernel; return the cell so that its outputs can be read."""
+        cell = NotebookNode(cell_type="code", source=code, metadata={}, outputs=[], execution_count=None)
+        # nbclient stores an executed cell back at its index: give this one a slot of its own.
+        self.nb.cells.append(cell)
+        saved_timeout, self.timeout = self.timeout, timeout
+        try:
+            self.execute_cell(cell, len(self.nb.cells) - 1, store_history=False)
+        finally:
+            self.timeout = saved_timeout
+            self.nb.cells.pop()
+        return cell
+
+    def _install_guard(self) -> None:
+        if not self.guard:
+            return
+        source = (Path(__file__).parent / "kernel_guard.py").read_text()
+        cell = self._run_quietly(
+            "def _install_course_guard(source):\n"
+            "    namespace = {'__name__': '_course_guard'}\n"
+            "    exec(compile(source, 'course_guard', 'exec'), namespace)\n"
+            "    namespace['install']()\n"
+            "_install_course_guard(" + repr(source) + ")\n"
+            "del _install_course_guard\n", timeout=300)
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        if errors:
+            raise RuntimeError(f"the grading guard failed to start: {errors[0].ename}: {errors[0].evalue}")
+
+    def _ask_guard(self, index: int, op: str, timeout: float, outputs_into=None, **args) -> dict | None:
+        """Send the guard one request over its own kernel message (never through IPython's input
+        pipeline) and return its reply, or None when the kernel went idle without one."""
+        return run_sync(self._async_ask_guard)(index, op, timeout, outputs_into, args)
+
+    async def _async_ask_guard(self, index, op, timeout, outputs_into, args) -> dict | None:
+        nonce = secrets.token_hex(16)
+        request = self.kc.session.msg(kernel_guard.REQUEST, {"op": op, "args": args, "nonce": nonce})
+        self.kc.shell_channel.send(request)
+        msg_id = request["header"]["msg_id"]
+        scratch = NotebookNode(cell_type="code", source="", metadata={}, outputs=[], execution_count=None)
+        target = outputs_into if outputs_into is not None else scratch
+        target.metadata.setdefault("execution", {})
+        reply, idle, interrupted, idle_at = None, False, False, 0.0
+        deadline, next_alive_check = monotonic() + timeout, monotonic() + 1
+        # The reply travels on the shell channel and may arrive just after the idle status on
+        # iopub; a guard that was removed never replies, and the kernel goes idle all the same.
+        while not idle or (reply is None and monotonic() < idle_at + REPLY_GRACE_SECONDS):
+            if not idle and monotonic() >= deadline:
+                if interrupted:
+                    raise KernelLost(index, "unresponsive")
+                interrupted = True
+                await ensure_async(self.km.interrupt_kernel())
+                deadline = monotonic() + self.interrupt_grace_seconds
+            if monotonic() >= next_alive_check:
+                next_alive_check = monotonic() + 1
+                if not await ensure_async(self.km.is_alive()):
+                    raise KernelLost(index, "died")
+            try:
+                message = await ensure_async(self.kc.iopub_channel.get_msg(timeout=0.05))
+            except Empty:
+                message = None
+            if message is not None and message["parent_header"].get("msg_id") == msg_id:
+                try:
+                    self.process_message(message, target, index)
+                except CellExecutionComplete:
+                    idle, idle_at = True, monotonic()
+            if reply is None:
+                try:
+                    answer = await ensure_async(self.kc.shell_channel.get_msg(timeout=0))
+                except Empty:
+                    answer = None
+                if answer is not None and answer["parent_header"].get("msg_id") == msg_id:
+                    content = answer["content"]
+                    reply = content if (answer["msg_type"] == kernel_guard.REPLY
+                                        and content.get("nonce") == nonce) else {"status": "forged"}
+        if reply is not None and interrupted:
+            reply = {**reply, "interrupted": True}
+        return reply
+
+    def _integrity_error(self, what: str) -> NotebookNode:
+        return error_output(TAMPERED, f"the grader could not establish this test's integrity ({what}): the "
+                                "notebook's code interfered with the grader, so the test does not count.")
+
+    def _run_test(self, cell, index: int) -> None:
+        cell.outputs = []
+        reply = self._ask_guard(
+            index, "run_test", self._cell_timeout(), outputs_into=cell, source=cell.source,
+            filename=f"<test cell {grade_id(cell) or index}>",
+            loaded=sorted(_loaded_names(cell.source)), bound=sorted(_bound_names(cell.source)))
+        if reply is None or reply.get("status") != "ok":
+            if reply is None:
+                why = "its request went unanswered"
+            elif reply.get("status") == "guard_error":
+                why = f"the guard failed: {reply.get('ename')}: {reply.get('evalue')}"
+            else:
+                why = "its answer was not the guard's"
+            cell.outputs.append(self._integrity_error(why))
+            return
+        if reply["undone"]:
+            cell.outputs.insert(0, note_output(
+                "The grader restored what the notebook's code had replaced before this test ran: "
+                + ", ".join(reply["undone"]) + ". Tests run with the real functions.\n"))
+        if reply.get("interrupted"):
+            cell.outputs.append(error_output(TIMED_OUT, self._timeout_message()))
+            self._failed_cells.add(index)
+            self._check_responsive(index)
+        elif reply["ename"] is not None:
+            cell.outputs.append(error_output(reply["ename"], reply["evalue"]))
+        if reply["tampered"]:
+            cell.outputs.append(error_output(TAMPERED, "while this test ran, the code under test replaced "
+                                       + ", ".join(reply["tampered"]) + "; the test does not count."))
+
+    def _run_trusted(self, cell, index: int) -> None:
+        """A read-only cell that is not a test (the setup cell): IPython runs it, with its hooks
+        put back first, and the guard remembers the globals it bound."""
+        reply = self._ask_guard(index, "reset", 60)
+        self._execute(cell, index)
+        if reply is None or reply.get("status") != "ok":
+            cell.outputs.append(self._integrity_error("the guard did not answer before this cell"))
+            return
+        self._ask_guard(index, "remember", 60, names=sorted(_bound_names(cell.source)))

@@ -1,0 +1,228 @@
+"""The command line that starts a kernel inside the bubblewrap sandbox (see course_tools.sandbox).
+
+Everything about what the sandbox contains: the read-only binds, the tmpfs folders and their
+sizes, the user namespace a root grader needs (USERNS_LAUNCHER), the limits set just before the
+kernel starts, and the environment bubblewrap itself starts with.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from course_tools.sandbox import Bubblewrap
+
+# Environment variables a kernel may see; the grader's own (tokens, credentials) stay outside.
+PASSED_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "NBGRADER_EXECUTION", "CUDA_VISIBLE_DEVICES",
+                      "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED")
+
+# Paths inside the sandbox.
+KERNEL_DIR = "/run/kernel"
+IPC_PREFIX = f"{KERNEL_DIR}/ipc"
+CONNECTION_FILE = f"{KERNEL_DIR}/connection.json"
+SUBMISSION_COPY = "/run/submission"
+GRADER_CONNECTION_FILE = "/run/grader/connection.json"
+HOME = "/tmp/home"
+
+KERNEL_UID = 1000
+# No account should own this id: systemd leaves 1879048192...2147352575 unused.
+KERNEL_HOST_UID = 1_900_000_000
+MB = 2**20
+KERNEL_DIR_BYTES = 1 * MB
+
+# Makes a user namespace in which root is still root (bubblewrap binds the course's folders from
+# there) and KERNEL_UID is KERNEL_HOST_UID, forbids further user namespaces in it, and runs the
+# rest of the command line there. Only a process outside the namespace may write a map that names
+# other users, hence the helper child. Python 3.11 has no os.unshare.
+USERNS_LAUNCHER = r"""
+import ctypes, os, sys
+inner, outer = sys.argv[1], sys.argv[2]
+ready_r, ready_w = os.pipe()
+done_r, done_w = os.pipe()
+helper = os.fork()
+if helper == 0:
+    os.close(ready_w)
+    os.close(done_r)
+    if os.read(ready_r, 1):
+        try:
+            for kind in ("uid", "gid"):
+                with open(f"/proc/{os.getppid()}/{kind}_map", "w") as handle:
+                    handle.write(f"0 0 1\n{inner} {outer} 1\n")
+            os.write(done_w, b"1")
+        except OSError as error:
+            print("sandbox: cannot map the kernel's user id:", error, file=sys.stderr)
+    os._exit(0)
+os.close(ready_r)
+os.close(done_w)
+if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:
+    sys.exit("sandbox: cannot create a user namespace: " + os.strerror(ctypes.get_errno()))
+os.write(ready_w, b"1")
+mapped = os.read(done_r, 1)
+os.waitpid(helper, 0)
+if not mapped:
+    sys.exit(1)
+with open("/proc/sys/user/max_user_namespaces", "w") as handle:
+    handle.write("0")
+os.execv(sys.argv[3], sys.argv[3:])
+"""
+
+# Runs first inside the sandbox, with the rights bubblewrap left: fills the working folder with a
+# copy of the submission ($0) and the kernel's folder with a copy of the connection file (which
+# may be readable by its owner only), then starts "$@": the limits and the kernel. The copy takes
+# no owners along: a file handed in by another user would have none that maps in the sandbox.
+_PREPARE = (
+    f'cp -R {SUBMISSION_COPY}/. "$0" || echo "sandbox: some files of the submission were not '
+    'copied into the kernel\'s folder" >&2; '
+    f"cp {GRADER_CONNECTION_FILE} {CONNECTION_FILE} || exit 1; "
+)
+
+
+def sandbox_environment() -> dict[str, str]:
+    """The environment to start bubblewrap with: what its own /proc/<pid>/environ shows inside."""
+    return {name: os.environ[name] for name in PASSED_ENVIRONMENT if name in os.environ}
+
+
+def _system_binds() -> list[str]:
+    binds = []
+    for folder in ("/usr", "/etc", "/opt"):
+        if os.path.isdir(folder):
+            binds += ["--ro-bind", folder, folder]
+    # Debian merges /bin and /lib into /usr; older systems have them as real folders.
+    for folder in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(folder):
+            binds += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            binds += ["--ro-bind", folder, folder]
+    return binds
+
+
+def _python_binds() -> list[str]:
+    """This interpreter, its environment, and the helpers package wherever it is installed."""
+    folders = {Path(sys.base_prefix), Path(sys.prefix), Path(sys.executable).resolve().parent.parent}
+    spec = importlib.util.find_spec("helpers")
+    if spec is not None and spec.submodule_search_locations:
+        folders.update(Path(p) for p in spec.submodule_search_locations)
+    binds = []
+    for folder in sorted(folders, key=lambda p: len(p.parts)):
+        if folder.is_dir() and not any(str(folder).startswith(s) for s in ("/usr/", "/etc/", "/opt/")):
+            binds += ["--ro-bind", str(folder), str(folder)]
+    return binds
+
+
+def _device_binds() -> list[str]:
+    """NVIDIA's device files, so that a GPU grader still grades on its GPU."""
+    binds = []
+    for device in sorted(Path("/dev").glob("nvidia*")):
+        binds += ["--dev-bind", str(device), str(device)]
+    return binds
+
+
+def _open_parents(binds: list[str], tmpfs: list[str]) -> list[str]:
+    """chmod 0755 the folders bubblewrap made on the way to mount points (it makes them 0700, and a
+    kernel that is not the sandbox's owner could not reach its own folder); the insides of binds
+    stay as the host has them."""
+    shown = [binds[i + 2] for i, arg in enumerate(binds) if arg in ("--ro-bind", "--bind", "--dev-bind")]
+    mounts = {*shown, *tmpfs}
+    parents = {str(p) for mount in mounts for p in Path(mount).parents} - mounts - {"/"}
+    return [arg for parent in sorted(parents) if not any(_under(parent, folder) for folder in shown)
+            for arg in ("--chmod", "0755", parent)]
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _tool(name: str) -> str:
+    # The sandbox shows the host's system folders, so a tool found there runs inside too.
+    return shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin") or name
+
+
+def folder_bytes(folder: str | Path) -> int:
+    """What a copy of the regular files under `folder` takes in a tmpfs (a page at least each)."""
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                total += -(-os.path.getsize(path) // 4096) * 4096
+    return total
+
+
+def sandboxed_command(command: list[str], workdir: str, connection_file: str, memory_bytes: int,
+                      cpu_seconds: int, *, processes: int = 256, disk_bytes: int = 200 * MB,
+                      tmp_bytes: int = 256 * MB, shm_bytes: int = 256 * MB,
+                      bwrap: Bubblewrap | None = None, info_fd: int | None = None) -> list[str]:
+    """`command` wrapped so that it runs in the sandbox, in a copy of `workdir` with `disk_bytes`
+    of room beyond the submission's files, under the given limits.
+
+    `memory_bytes` covers the kernel's data and its tmpfs (working folder, /tmp, /dev/shm), which
+    live in RAM: the data limit is what remains once they are full. The connection file's path in
+    `command` becomes its copy's inside. With `info_fd`, bubblewrap writes there a JSON object whose
+    "child-pid" names a process inside the sandbox (`SandboxedKernelManager` reaches the kernel's
+    sockets through its /proc/<pid>/root). Run it with `env=sandbox_environment()`.
+    """
+    if bwrap is None:
+        from course_tools.sandbox import sandbox_status  # it probes with this very function
+
+        status = sandbox_status()
+        if status.bwrap is None:
+            raise RuntimeError(status.message)
+        bwrap = status.bwrap
+    workdir_bytes = folder_bytes(workdir) + disk_bytes
+    data_bytes = memory_bytes - workdir_bytes - tmp_bytes - shm_bytes - KERNEL_DIR_BYTES
+    if data_bytes < 256 * MB:
+        raise ValueError(f"a memory limit of {memory_bytes / MB:.0f} MB leaves the kernel "
+                         f"{data_bytes / MB:.0f} MB once its tmpfs are full; raise memory_limit_bytes or "
+                         "lower their sizes")
+    root_grader = os.geteuid() == 0
+    if root_grader:
+        # Our own user namespace (USERNS_LAUNCHER): bubblewrap must not make a nested one.
+        launcher = [sys.executable, "-I", "-S", "-c", USERNS_LAUNCHER, str(KERNEL_UID), str(KERNEL_HOST_UID)]
+        namespaces = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                      "--unshare-cgroup-try"]
+    else:
+        launcher = []
+        namespaces = ["--unshare-user", "--disable-userns", "--unshare-ipc", "--unshare-pid", "--unshare-net",
+                      "--unshare-uts", "--unshare-cgroup-try"]
+    sandbox = [bwrap.path, "--die-with-parent", "--new-session", *namespaces]
+    if info_fd is not None:
+        sandbox += ["--info-fd", str(info_fd)]
+    # Order matters: the tmpfs first, then the binds, which may lie under /tmp themselves; the
+    # working folder's tmpfs last but for making everything else read-only.
+    binds = [*_system_binds(), *_python_binds(), *_device_binds(),
+             "--ro-bind", workdir, SUBMISSION_COPY, "--ro-bind", connection_file, GRADER_CONNECTION_FILE]
+    sandbox += ["--proc", "/proc", "--dev", "/dev",
+                "--perms", "1777", "--size", str(shm_bytes), "--tmpfs", "/dev/shm",
+                "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--dir", HOME,
+                *binds,
+                "--perms", "0700", "--size", str(KERNEL_DIR_BYTES), "--tmpfs", KERNEL_DIR,
+                "--size", str(workdir_bytes), "--tmpfs", workdir,
+                *_open_parents(binds, ["/dev", "/dev/shm", "/tmp", KERNEL_DIR, workdir]),
+                "--remount-ro", "/dev", "--remount-ro", "/",
+                "--chdir", workdir, "--clearenv", "--setenv", "HOME", HOME,
+                "--setenv", "USER", "student", "--setenv", "LOGNAME", "student",
+                "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib",
+                # The grader's pid means nothing in the kernel's pid namespace, and without one
+                # ipykernel prints a Ctrl-C notice per kernel; 1 tells it not to watch its parent,
+                # which --die-with-parent does instead.
+                "--setenv", "JPY_PARENT_PID", "1"]
+    for name, value in sandbox_environment().items():
+        sandbox += ["--setenv", name, value]
+    prepare = _PREPARE
+    drop = []
+    if root_grader:
+        owner = f"{KERNEL_UID}:{KERNEL_UID}"
+        chown = _tool("chown")
+        prepare += f'{chown} -R {owner} "$0" {KERNEL_DIR} && {chown} {owner} {HOME} || exit 1; '
+        drop = [_tool("setpriv"), f"--reuid={KERNEL_UID}", f"--regid={KERNEL_UID}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    prepare += 'exec "$@"'
+    limits = [_tool("prlimit"), f"--data={data_bytes}", f"--cpu={cpu_seconds}", "--core=0",
+              f"--nproc={processes}", "--"]
+    kernel = [arg.replace(connection_file, CONNECTION_FILE) for arg in command]
+    return [*launcher, *sandbox, "/bin/sh", "-c", prepare, workdir, *drop, *limits, *kernel]
