@@ -26,6 +26,7 @@ from course_tools.feedback import (
     keep_only_feedback_pages,
 )
 from course_tools.intake import IntakeNotes, SubmissionIntake
+from course_tools.lessons import CELL_TIMEOUT_S
 
 c = get_config()  # noqa: F821 - provided by traitlets when it executes this file
 
@@ -57,7 +58,7 @@ c.ClearSolutions.code_stub = {
 }
 
 # Training cells take seconds on a laptop CPU; nbgrader's default of 30 s per cell is too short.
-c.Execute.timeout = 300
+c.Execute.timeout = CELL_TIMEOUT_S
 # Students' kernelspecs differ ("Python 3 (ipykernel)", conda envs); grade with the course's own.
 c.Execute.kernel_name = "python3"
 

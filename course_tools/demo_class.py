@@ -40,7 +40,7 @@ from course_tools.course import REPO_ROOT
 
 DEMO_ROOT = REPO_ROOT / "tests" / "demo_class"
 # The demo classes hold code that never ends, and a test that calls it runs into the timeout too;
-# at the course's 300 s per cell one such student would cost ten minutes. Every honest cell of
+# at the course's CELL_TIMEOUT_S per cell one such student would cost ten minutes. Every honest cell of
 # the demo class runs in a few seconds, so it is graded under this timeout instead.
 DEMO_CELL_TIMEOUT_S = 20
 _HEADER = re.compile(

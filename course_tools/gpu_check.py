@@ -28,7 +28,7 @@ import tomllib
 from pathlib import Path
 
 from course_tools.gpu_report import parse_junit, read_figures, write_report
-from course_tools.lessons import assignment_ids
+from course_tools.lessons import CELL_TIMEOUT_S, assignment_ids
 from helpers.report import FIGURES_ENV
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -70,6 +70,7 @@ def run_lesson(lesson: str, out_dir: Path, timeout_s: int, hide_gpu: bool) -> di
     figures_path = out_dir / f"{lesson}.figures.jsonl"
     figures_path.unlink(missing_ok=True)
     command = [sys.executable, "-m", "pytest", f"notebooks/{lesson}", "-q", "-p", "no:xdist",
+               f"--nbval-cell-timeout={CELL_TIMEOUT_S}",
                f"--junitxml={junit}", *warning_filter_override()]
     env = dict(os.environ)
     env.pop("NBGRADER_EXECUTION", None)          # the notebooks would shrink to their grading size

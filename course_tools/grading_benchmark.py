@@ -33,6 +33,7 @@ from course_tools.autograde import grade_class
 from course_tools.benchmark import machine, update_readme
 from course_tools.course import REPO_ROOT, generate_release, open_course, require_success
 from course_tools.demo_class import DEMO_ROOT, load_demo_class, write_submissions
+from course_tools.lessons import CELL_TIMEOUT_S
 
 START, END = "<!-- grading-benchmark:start -->", "<!-- grading-benchmark:end -->"
 # Only honest work and realistic mistakes: a class of endless loops would measure the timeout.
@@ -64,7 +65,7 @@ def floor(root: Path, assignment: str) -> list[float]:
     times = []
     for path in sorted((root / "submitted").glob(f"*/{assignment}/*.ipynb")):
         notebook = nbformat.read(path, as_version=4)
-        client = NotebookClient(notebook, kernel_name="python3", timeout=300, allow_errors=True,
+        client = NotebookClient(notebook, kernel_name="python3", timeout=CELL_TIMEOUT_S, allow_errors=True,
                                 resources={"metadata": {"path": str(path.parent)}})
         started = time.perf_counter()
         client.execute()
@@ -81,7 +82,7 @@ def stock(root: Path, assignment: str) -> float:
     config = Config()
     config.CourseDirectory.root = str(root)
     config.CourseDirectory.course_id = "efficient-pytorch"
-    config.Execute.timeout = 300
+    config.Execute.timeout = CELL_TIMEOUT_S
     config.Execute.kernel_name = "python3"
     api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
     started = time.perf_counter()

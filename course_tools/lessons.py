@@ -9,6 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Seconds one notebook cell may run, for grading (nbgrader_config.py) and for nbval (tests/conftest.py,
+# the GPU check): training cells take seconds on a laptop CPU, nbgrader's default of 30 s is too short.
+CELL_TIMEOUT_S = 300
 
 
 def assignment_ids(root: Path = REPO_ROOT) -> list[str]:

@@ -15,6 +15,16 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config):
+    # nbval over notebooks/ gets the course's one cell timeout (course_tools.lessons), unless the
+    # command line names another.
+    from course_tools.lessons import CELL_TIMEOUT_S
+
+    given = any(arg.startswith("--nbval-cell-timeout") for arg in config.invocation_params.args)
+    if hasattr(config.option, "nbval_cell_timeout") and not given:
+        config.option.nbval_cell_timeout = CELL_TIMEOUT_S
+
+
 def copy_course(destination: Path) -> Path:
     """A course folder holding only what a teacher authors: source/ and nbgrader_config.py."""
     destination.mkdir(parents=True, exist_ok=True)
