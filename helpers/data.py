@@ -1,4 +1,4 @@
-"""Synthetic, seeded data made on the fly: blobs, regression, images, token sequences."""
+"""Synthetic, seeded data made on the fly: blobs, images, token sequences, a slow dataset."""
 
 from __future__ import annotations
 
@@ -9,20 +9,12 @@ from collections.abc import Sequence
 import torch
 from torch.utils.data import Dataset
 
-
-def _require_positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
-    return value
+from helpers import validate
 
 
 def _generator(seed: int) -> torch.Generator:
     # A local generator keeps the data identical for a seed whatever the notebook did before.
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    return torch.Generator().manual_seed(seed)
+    return torch.Generator().manual_seed(validate.seed(seed))
 
 
 def _balanced_labels(num_samples: int, num_classes: int, generator: torch.Generator):
@@ -32,35 +24,14 @@ def _balanced_labels(num_samples: int, num_classes: int, generator: torch.Genera
 
 def make_blobs(num_samples: int, num_features: int, num_classes: int, seed: int = 0):
     """Return Gaussian class clusters: x float32 [N, F], y int64 [N] in [0, num_classes)."""
-    _require_positive_int(num_samples, "num_samples")
-    _require_positive_int(num_features, "num_features")
-    _require_positive_int(num_classes, "num_classes")
+    validate.positive_int(num_samples, "num_samples")
+    validate.positive_int(num_features, "num_features")
+    validate.positive_int(num_classes, "num_classes")
     generator = _generator(seed)
     # Centres a few standard deviations apart keep the classes separable but not trivially so.
     centers = 2.0 * torch.randn(num_classes, num_features, generator=generator)
     y = _balanced_labels(num_samples, num_classes, generator)
     x = centers[y] + torch.randn(num_samples, num_features, generator=generator)
-    return x, y
-
-
-def make_regression(
-    num_samples: int,
-    num_features: int,
-    num_outputs: int = 1,
-    seed: int = 0,
-    noise: float = 0.1,
-):
-    """Return a noisy linear problem: x float32 [N, F], y float32 [N, num_outputs]."""
-    _require_positive_int(num_samples, "num_samples")
-    _require_positive_int(num_features, "num_features")
-    _require_positive_int(num_outputs, "num_outputs")
-    if not noise >= 0:
-        raise ValueError(f"noise must be >= 0, got {noise}")
-    generator = _generator(seed)
-    weight = torch.randn(num_features, num_outputs, generator=generator) / math.sqrt(num_features)
-    bias = torch.randn(num_outputs, generator=generator)
-    x = torch.randn(num_samples, num_features, generator=generator)
-    y = x @ weight + bias + noise * torch.randn(num_samples, num_outputs, generator=generator)
     return x, y
 
 
@@ -72,10 +43,10 @@ def make_images(
     seed: int = 0,
 ):
     """Return noisy striped images: x float32 [N, C, H, W] (H = W = size), y int64 [N]."""
-    _require_positive_int(num_samples, "num_samples")
-    _require_positive_int(channels, "channels")
-    _require_positive_int(num_classes, "num_classes")
-    if _require_positive_int(size, "size") < 4:
+    validate.positive_int(num_samples, "num_samples")
+    validate.positive_int(channels, "channels")
+    validate.positive_int(num_classes, "num_classes")
+    if validate.positive_int(size, "size") < 4:
         raise ValueError(f"size must be at least 4 pixels, got {size}")
     generator = _generator(seed)
     y = _balanced_labels(num_samples, num_classes, generator)
@@ -105,10 +76,10 @@ def make_token_sequences(
     noise: float = 0.1,
 ) -> list[torch.Tensor]:
     """Return int64 1-D sequences, lengths uniform in [min_length, max_length], ids in [1, V)."""
-    _require_positive_int(num_sequences, "num_sequences")
-    _require_positive_int(min_length, "min_length")
-    _require_positive_int(max_length, "max_length")
-    if _require_positive_int(vocab_size, "vocab_size") < 2:
+    validate.positive_int(num_sequences, "num_sequences")
+    validate.positive_int(min_length, "min_length")
+    validate.positive_int(max_length, "max_length")
+    if validate.positive_int(vocab_size, "vocab_size") < 2:
         raise ValueError(f"vocab_size must be at least 2 (id 0 is padding), got {vocab_size}")
     if min_length > max_length:
         raise ValueError(f"min_length ({min_length}) must not exceed max_length ({max_length})")
@@ -194,7 +165,7 @@ def _check_pair(x: torch.Tensor, y: torch.Tensor) -> None:
 def split_micro_batches(x: torch.Tensor, y: torch.Tensor, micro_batch_size: int):
     """Slice (x [N, ...], y [N, ...]) along dim 0 into micro-batches; the last may be smaller."""
     _check_pair(x, y)
-    _require_positive_int(micro_batch_size, "micro_batch_size")
+    validate.positive_int(micro_batch_size, "micro_batch_size")
     return list(zip(x.split(micro_batch_size), y.split(micro_batch_size), strict=True))
 
 
@@ -204,7 +175,7 @@ def split_by_sizes(x: torch.Tensor, y: torch.Tensor, sizes: Sequence[int]):
     if isinstance(sizes, torch.Tensor) or not isinstance(sizes, Sequence) or len(sizes) == 0:
         raise ValueError("sizes must be a non-empty list of positive ints")
     for size in sizes:
-        _require_positive_int(size, "every size")
+        validate.positive_int(size, "every size")
     if sum(sizes) != len(x):
         raise ValueError(f"sizes add up to {sum(sizes)} but x has {len(x)} samples")
     return list(zip(x.split(list(sizes)), y.split(list(sizes)), strict=True))

@@ -7,6 +7,8 @@ import random
 
 import torch
 
+from helpers import validate
+
 _GRADING_MODES = frozenset({"autograde", "validate"})
 _LOW_PRECISION_BY_TYPE = {"mps": torch.float16, "cpu": torch.bfloat16}
 
@@ -70,8 +72,7 @@ def by_size(small, real, device: torch.device | str):
 
 def seed_everything(seed: int) -> None:
     """Seed Python's `random`, torch (CPU and all CUDA devices) and numpy if installed."""
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    validate.seed(seed)
     random.seed(seed)
     torch.manual_seed(seed)
     if torch.cuda.is_available():

@@ -6,13 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-
-def _require_positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
-    return value
+from helpers import validate
 
 
 class MLP(nn.Module):
@@ -21,12 +15,12 @@ class MLP(nn.Module):
     def __init__(self, in_features: int, hidden: int, out_features: int, depth: int = 2,
                  seed: int = 0):
         super().__init__()
-        _require_positive_int(in_features, "in_features")
-        _require_positive_int(hidden, "hidden")
-        _require_positive_int(out_features, "out_features")
-        _require_positive_int(depth, "depth")
+        validate.positive_int(in_features, "in_features")
+        validate.positive_int(hidden, "hidden")
+        validate.positive_int(out_features, "out_features")
+        validate.positive_int(depth, "depth")
         self.in_features = in_features
-        torch.manual_seed(seed)
+        torch.manual_seed(validate.seed(seed))
         layers: list[nn.Module] = []
         width = in_features
         for _ in range(depth):
@@ -61,14 +55,14 @@ class SmallCNN(nn.Module):
     def __init__(self, in_channels: int = 3, num_classes: int = 10, width: int = 16,
                  norm: str = "batch", seed: int = 0):
         super().__init__()
-        _require_positive_int(in_channels, "in_channels")
-        _require_positive_int(num_classes, "num_classes")
-        _require_positive_int(width, "width")
+        validate.positive_int(in_channels, "in_channels")
+        validate.positive_int(num_classes, "num_classes")
+        validate.positive_int(width, "width")
         if norm not in self.NORMS:
             raise ValueError(f"norm must be one of {self.NORMS}, got {norm!r}")
         self.in_channels = in_channels
         self.norm = norm
-        torch.manual_seed(seed)
+        torch.manual_seed(validate.seed(seed))
         # A following norm layer has its own shift, so a conv bias would be redundant.
         use_bias = norm == "none"
         channels = [in_channels, width, 2 * width, 2 * width]
@@ -100,16 +94,16 @@ class TinyLM(nn.Module):
     def __init__(self, vocab_size: int, d_model: int = 32, n_heads: int = 2, n_layers: int = 2,
                  max_length: int = 128, seed: int = 0):
         super().__init__()
-        _require_positive_int(vocab_size, "vocab_size")
-        _require_positive_int(d_model, "d_model")
-        _require_positive_int(n_heads, "n_heads")
-        _require_positive_int(n_layers, "n_layers")
-        _require_positive_int(max_length, "max_length")
+        validate.positive_int(vocab_size, "vocab_size")
+        validate.positive_int(d_model, "d_model")
+        validate.positive_int(n_heads, "n_heads")
+        validate.positive_int(n_layers, "n_layers")
+        validate.positive_int(max_length, "max_length")
         if d_model % n_heads != 0:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         self.vocab_size = vocab_size
         self.max_length = max_length
-        torch.manual_seed(seed)
+        torch.manual_seed(validate.seed(seed))
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.position_embedding = nn.Embedding(max_length, d_model)
         self.blocks = nn.ModuleList(
@@ -170,11 +164,11 @@ class ResidualMLP(nn.Module):
 
     def __init__(self, dim: int, hidden: int, depth: int, seed: int = 0):
         super().__init__()
-        _require_positive_int(dim, "dim")
-        _require_positive_int(hidden, "hidden")
-        _require_positive_int(depth, "depth")
+        validate.positive_int(dim, "dim")
+        validate.positive_int(hidden, "hidden")
+        validate.positive_int(depth, "depth")
         self.dim = dim
-        torch.manual_seed(seed)
+        torch.manual_seed(validate.seed(seed))
         self.blocks = nn.ModuleList(ResidualBlock(dim, hidden) for _ in range(depth))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

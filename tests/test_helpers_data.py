@@ -50,19 +50,6 @@ def test_make_blobs_rejects_non_int_seed():
         data.make_blobs(4, 2, 2, seed="a")
 
 
-def test_make_regression():
-    x, y = data.make_regression(50, 3, num_outputs=2, seed=1)
-    assert x.shape == (50, 3) and y.shape == (50, 2)
-    assert x.dtype == y.dtype == torch.float32
-    assert torch.equal(y, data.make_regression(50, 3, num_outputs=2, seed=1)[1])
-    # The target is linear in x up to the noise, so least squares nearly fits it.
-    design = torch.cat([x, torch.ones(50, 1)], 1)
-    solution = torch.linalg.lstsq(design, y).solution
-    assert (design @ solution - y).std() < 0.15
-    with pytest.raises(ValueError, match="noise must be >= 0"):
-        data.make_regression(5, 2, noise=-1.0)
-
-
 def test_make_images():
     x, y = data.make_images(40, channels=2, size=8, num_classes=4, seed=2)
     assert x.shape == (40, 2, 8, 8) and x.dtype == torch.float32
@@ -202,3 +189,13 @@ def test_slow_dataset_pickles_and_loads_with_workers():
     batches = list(loader)
     assert [bx.shape for bx, _ in batches] == [(4, 3), (4, 3)]
     assert torch.equal(torch.cat([by for _, by in batches]), dataset.labels)
+
+
+@pytest.mark.parametrize(("value", "error"), [(0, ValueError), (-3, ValueError), (2.0, TypeError),
+                                              (True, TypeError), ("4", TypeError)])
+def test_positive_int_names_the_argument(value, error):
+    from helpers.validate import positive_int
+
+    with pytest.raises(error, match="micro_batch_size must be"):
+        positive_int(value, "micro_batch_size")
+    assert positive_int(7, "micro_batch_size") == 7
