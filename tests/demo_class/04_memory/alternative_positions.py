@@ -1,8 +1,13 @@
-# about: A correct solution written differently: match and Tensor.nbytes, a set of saved positions in the layer chain, segment closures from a factory, divisor pairs and next() over candidate plans.
+# about: A correct solution written differently: match and Tensor.nbytes, a set of saved positions in the layer chain, segment closures from a factory, divisor pairs and next() over candidate plans; its functions warn and print notes to stderr while tested, which must fail neither Validate nor grading.
 # base: solution
 # loses:
 # %% ex1_1_solution
+import sys
+import warnings
+
+
 def predict_training_bytes(model, optimizer_name):
+    warnings.warn("predicting from the parameters only; buffers are not counted", UserWarning)
     match optimizer_name:
         case "sgd":
             buffers, counter_bytes = 0, 0
@@ -23,6 +28,7 @@ def predict_training_bytes(model, optimizer_name):
 
 # %% ex2_1_solution
 def predict_saved_bytes(model, batch_size):
+    print(f"note: predicting {len(model)} layers at batch {batch_size}", file=sys.stderr)
     layers = list(model)
     value_bytes = torch.float32.itemsize
     # widths[k] is the width of the tensor entering layer k; widths[-1] is the model's output.
@@ -46,6 +52,7 @@ def predict_saved_bytes(model, batch_size):
 
 # %% ex3_1_solution
 def checkpointed_forward(model, x, blocks_per_segment=1):
+    warnings.warn(f"checkpointing in segments of {blocks_per_segment}", RuntimeWarning)
     def make_segment(blocks):
         def segment(h):
             for block in blocks:
@@ -69,6 +76,7 @@ def plan_micro_batches(effective_batch, budget_bytes, measure):
             divisors.update((small, effective_batch // small))
     candidates = ((m, c) for c in (False, True) for m in sorted(divisors, reverse=True))
     found = next(((m, c) for m, c in candidates if measure(m, c) <= budget_bytes), None)
+    sys.stderr.write(f"plan search: found {found}\n")
     if found is None:
         raise ValueError(f"nothing fits in {budget_bytes} bytes, not even one sample with checkpointing")
     micro_batch, checkpointing = found
