@@ -1,0 +1,412 @@
+"""helpers.checks_profiling: each check passes a correct solution, names each classic mistake, turns
+a raised error into a failure that says what the lesson says, and lets nothing reach stderr.
+
+The last tests run the lesson's CUDA-only code on a CPU stand-in, so that a first GPU run does not
+die on an attribute error."""
+
+import json
+import statistics
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.utils.data import DataLoader
+
+from helpers import checks_profiling as cp
+from helpers import data, models
+
+SOURCE = Path(__file__).resolve().parent.parent / "source" / "03_profiling" / "profiling.ipynb"
+
+
+def _noisy():
+    """What a harmless student function may do: warn, and print to stderr."""
+    warnings.warn("a harmless warning from the student's code", UserWarning, stacklevel=2)
+    print("a line on stderr", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 1
+# ---------------------------------------------------------------------------------------------
+
+def compare_speed(step_a, step_b, sync, clock=time.perf_counter, repeats=11, warmup=2, *, summary="median",
+                  interleave=True, synced=True, warm=True, noisy=False):
+    if noisy:
+        _noisy()
+    for _ in range(warmup if warm else 0):
+        step_a()
+        step_b()
+
+    def timed(step):
+        if synced:
+            sync()
+        start = clock()
+        step()
+        if synced:
+            sync()
+        return clock() - start
+
+    if interleave:
+        rounds = [(timed(step_a), timed(step_b)) for _ in range(repeats)]
+    else:
+        times_a = [timed(step_a) for _ in range(repeats)]
+        rounds = list(zip(times_a, [timed(step_b) for _ in range(repeats)], strict=True))
+    ratios = [b / a for a, b in rounds]
+    if summary == "float32":
+        ratio = torch.tensor(ratios).median().item()
+    elif summary == "mean":
+        ratio = statistics.mean(ratios)
+    else:
+        ratio = statistics.median(ratios)
+    return {"ratio": ratio, "low": min(ratios), "high": max(ratios)}
+
+
+EX1_A = [0.010, 0.010, 0.010, 0.010, 0.100, 0.010, 0.010]
+EX1_B = [0.005, 0.005, 0.004, 0.006, 0.005, 0.008, 0.003]
+
+
+def check_ex1(function, **kwargs):
+    return cp.check_compare_speed(function, EX1_A, EX1_B, warmup=2, repeats=5, first_call_extra_s=1.0,
+                                  **kwargs)
+
+
+def test_compare_speed_correct_and_float32_pass():
+    assert check_ex1(compare_speed)["ratio"] == pytest.approx(0.4)
+    # torch's float32 median is 0.4000000059604645: within the tolerance, once failed by 1e-9.
+    check_ex1(lambda *a, **k: compare_speed(*a, **k, summary="float32"))
+    result = cp.check_compare_speed(compare_speed, [0.02], [0.01], warmup=2, repeats=9, drift_per_call=0.05)
+    assert 0.4 < result["ratio"] < 0.6
+
+
+@pytest.mark.parametrize(("mistake", "phrase"), [
+    ({"summary": "mean"}, "you took the mean"),
+    ({"interleave": False}, "interleave them"),
+    ({"synced": False}, "did not come right after sync()"),
+    ({"warm": False}, "warm up both steps"),
+])
+def test_compare_speed_mistakes_named(mistake, phrase):
+    with pytest.raises(AssertionError, match=phrase.replace("(", r"\(").replace(")", r"\)")):
+        check_ex1(lambda *a, **k: compare_speed(*a, **k, **mistake))
+
+
+def test_compare_speed_mean_message_prints_distinct_numbers():
+    with pytest.raises(AssertionError) as failure:
+        check_ex1(lambda *a, **k: compare_speed(*a, **k, summary="mean"))
+    assert "ratio is 0.43," in str(failure.value) and "is 0.4:" in str(failure.value)
+
+
+def test_compare_speed_warmup_counted_per_step():
+    def warms_once(step_a, step_b, sync, clock, repeats, warmup):
+        return compare_speed(step_a, step_b, sync, clock, repeats=repeats, warmup=1)
+    with pytest.raises(AssertionError, match="each 2 times"):
+        check_ex1(warms_once)
+
+
+def test_compare_speed_zero_interval_named_only_when_it_is_the_cause():
+    def times_nothing(step_a, step_b, sync, clock, repeats, warmup):
+        for _ in range(warmup):
+            step_a()
+            step_b()
+        sync()
+        start = clock()
+        sync()
+        return {"ratio": 1 / (clock() - start)}
+    with pytest.raises(AssertionError, match="two clock reads had no step between them"):
+        check_ex1(times_nothing)
+
+    def divides_by_zero_elsewhere(step_a, step_b, sync, clock, repeats, warmup):
+        return {"ratio": 1 / 0}
+    with pytest.raises(AssertionError) as failure:
+        check_ex1(divides_by_zero_elsewhere)
+    assert "ZeroDivisionError" in str(failure.value) and "no step between" not in str(failure.value)
+
+
+def test_compare_speed_stderr_goes_to_stdout(capsys):
+    check_ex1(lambda *a, **k: compare_speed(*a, **k, noisy=True))
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert "harmless warning" in captured.out and "a line on stderr" in captured.out
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 2
+# ---------------------------------------------------------------------------------------------
+
+def find_bottleneck(phases, steps=4, *, per_phase=False, sched="right", self_time=False, noisy=False):
+    if noisy:
+        _noisy()
+    schedules = {"right": schedule(wait=0, warmup=1, active=steps - 1, repeat=1),
+                 "no_repeat": schedule(wait=0, warmup=1, active=steps - 1), "none": None}
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedules[sched]) as prof:
+        for _ in range(steps):
+            for name, phase in phases.items():
+                with record_function(name):
+                    phase()
+                if per_phase:
+                    prof.step()
+            if not per_phase:
+                prof.step()
+    attribute = "self_cpu_time_total" if self_time else "cpu_time_total"
+    times = {e.key: getattr(e, attribute) for e in prof.key_averages() if e.key in phases}
+    total = sum(times.values())
+    return max(times, key=times.get), {name: times.get(name, 0.0) / total for name in phases}
+
+
+PLAN = {"load": cp.Phase((0.004,)), "cold": cp.Phase((0.08, 0.0)), "forward": cp.Phase((0.012,), parts=3)}
+
+
+def test_find_bottleneck_correct_passes(capsys):
+    name, shares = cp.check_find_bottleneck(lambda p, steps: find_bottleneck(p, steps, noisy=True), PLAN,
+                                            steps=3)
+    assert name == "forward" and shares["forward"] > 0.6
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("mistake", "phrase"), [
+    ({"per_phase": True}, "call it once per training step"),
+    ({"sched": "no_repeat"}, "Pass repeat=1"),
+    ({"sched": "none"}, "the first step was measured"),
+    ({"self_time": True}, "not its self time"),
+])
+def test_find_bottleneck_mistakes_named(mistake, phrase, capsys):
+    with pytest.raises(AssertionError, match=phrase) as failure:
+        cp.check_find_bottleneck(lambda p, steps: find_bottleneck(p, steps, **mistake), PLAN, steps=3)
+    if mistake != {"self_time": True}:
+        assert "self time" not in str(failure.value)
+    # The profiler warns (on stderr) when a cycle's events are cleared: shown on stdout instead.
+    assert capsys.readouterr().err == ""
+
+
+def test_find_bottleneck_missing_repeat_names_the_error():
+    with pytest.raises(AssertionError, match=r"max\(\) arg is an empty sequence.*repeat=1"):
+        cp.check_find_bottleneck(lambda p, steps: find_bottleneck(p, steps, sched="no_repeat"), PLAN, steps=3)
+
+
+def test_find_bottleneck_other_errors_are_not_blamed_on_the_schedule():
+    def broken(phases, steps=4):
+        raise KeyError("oops")
+    with pytest.raises(AssertionError) as failure:
+        cp.check_find_bottleneck(broken, PLAN, steps=3)
+    assert "KeyError" in str(failure.value) and "repeat" not in str(failure.value)
+
+
+def test_find_bottleneck_wrong_phase_order():
+    def reversed_order(phases, steps=4):
+        return find_bottleneck(dict(reversed(list(phases.items()))), steps)
+    with pytest.raises(AssertionError, match="in the order given"):
+        cp.check_find_bottleneck(reversed_order, PLAN, steps=3)
+
+
+def test_watch_profilers_restores_profile():
+    init, step = profile.__init__, profile.step
+    with cp.watch_profilers():
+        assert profile.step is not step
+    assert profile.__init__ is init and profile.step is step
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 3
+# ---------------------------------------------------------------------------------------------
+
+def phase_shares(trace_path, phases, *, any_cat=False, any_ph=False, raise_none=True):
+    events = json.loads(Path(trace_path).read_text())["traceEvents"]
+    totals = dict.fromkeys(phases, 0.0)
+    for event in events:
+        if ((any_ph or event.get("ph") == "X") and (any_cat or event.get("cat") == "user_annotation")
+                and event.get("name") in totals):
+            totals[event["name"]] += event["dur"]
+    whole = sum(totals.values())
+    if raise_none and not whole:
+        raise ValueError("none of the phases")
+    return {phase: total / whole for phase, total in totals.items()}
+
+
+E = cp.trace_event
+EVENTS = [E("data", 300), E("forward", 100), E("data", 300), E("aten::mm", 5000, cat="cpu_op"),
+          E("ProfilerStep#1", 2000), E("backward", 200), E("data", None, ph="i"),
+          E("forward", 400, cat="gpu_user_annotation")]
+PHASES = ["data", "forward", "backward", "optimizer"]
+WANT = {"data": 600 / 900, "forward": 100 / 900, "backward": 200 / 900, "optimizer": 0.0}
+GPU = {"data": 600 / 1300, "forward": 500 / 1300, "backward": 200 / 1300, "optimizer": 0.0}
+
+
+def test_phase_shares_correct_passes(tmp_path):
+    path = tmp_path / "trace.json"
+    assert cp.check_phase_shares(phase_shares, path, EVENTS, WANT, GPU) == pytest.approx(WANT)
+    assert cp.check_shares_sum(phase_shares, str(path), PHASES) == pytest.approx(WANT)
+
+
+@pytest.mark.parametrize(("mistake", "phrase"), [
+    ({"any_cat": True}, "must not be added"),
+    ({"any_ph": True}, "KeyError: 'dur'"),
+])
+def test_phase_shares_mistakes_named(tmp_path, mistake, phrase):
+    with pytest.raises(AssertionError, match=phrase):
+        cp.check_phase_shares(lambda t, p: phase_shares(t, p, **mistake), tmp_path / "t.json", EVENTS, WANT,
+                              GPU)
+
+
+def test_phase_shares_none_must_raise_value_error(tmp_path):
+    path = tmp_path / "t.json"
+    with pytest.raises(AssertionError, match="stopped with ZeroDivisionError: check the summed duration"):
+        cp.check_phase_shares(lambda t, p: phase_shares(t, p, raise_none=False), path, EVENTS, WANT)
+
+    def zeros_when_none(trace_path, phases):
+        return phase_shares(trace_path, phases) if "data" in phases else dict.fromkeys(phases, 0.0)
+    with pytest.raises(AssertionError, match="should raise ValueError"):
+        cp.check_phase_shares(zeros_when_none, path, EVENTS, WANT)
+
+
+def test_phase_shares_str_path_named(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": EVENTS}))
+
+    def needs_a_path(trace_path, phases):
+        return phase_shares(Path(trace_path.read_text()), phases)
+    with pytest.raises(AssertionError, match=r"open it as Path\(trace_path\)"):
+        cp.check_shares_sum(needs_a_path, str(path), PHASES)
+
+
+def test_phase_shares_value_error_on_a_good_trace_fails(tmp_path):
+    def always_raises(trace_path, phases):
+        raise ValueError("nothing")
+    with pytest.raises(AssertionError, match="on a trace that holds the phases"):
+        cp.check_phase_shares(always_raises, tmp_path / "t.json", EVENTS, WANT)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 4
+# ---------------------------------------------------------------------------------------------
+
+def slow_epoch(model, optimizer, dataset, batch_size=16):
+    loader = DataLoader(dataset, batch_size=batch_size)
+    total = 0.0
+    for x, y in loader:
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    return total / len(loader)
+
+
+def fast_epoch(model, optimizer, dataset, batch_size=16, num_workers=4, log_every=50, *,
+               sync_every_step=False, log=True, pin=None, noisy=False):
+    if noisy:
+        _noisy()
+    where = next(model.parameters()).device
+    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
+                        pin_memory=where.type == "cuda" if pin is None else pin)
+    total, steps = torch.zeros((), device=where), 0
+    for x, y in loader:
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x.to(where, non_blocking=True)), y.to(where, non_blocking=True))
+        loss.backward()
+        optimizer.step()
+        total += loss.item() if sync_every_step else loss.detach()
+        steps += 1
+        if log and steps % log_every == 0:
+            print(f"step {steps}: {total.item() / steps:.4f}")
+    return total.item() / steps
+
+
+def check_ex4(function, **kwargs):
+    dataset = data.SlowDataset(96, 8, num_classes=3, delay_s=0.0, seed=1)
+    model = models.MLP(8, 16, 3, seed=2)
+    return cp.check_fast_epoch(function, slow_epoch, dataset, model, batch_size=16, num_workers=0,
+                               log_every=2, **kwargs)
+
+
+def test_fast_epoch_correct_passes(capsys):
+    assert "6 steps, 4 host syncs" in check_ex4(lambda *a, **k: fast_epoch(*a, **k, noisy=True))
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("mistake", "phrase"), [
+    ({"sync_every_step": True}, "keep the running loss on the device"),
+    ({"log": False}, "print the running mean every log_every steps"),
+])
+def test_fast_epoch_mistakes_named(mistake, phrase):
+    with pytest.raises(AssertionError, match=phrase):
+        check_ex4(lambda *a, **k: fast_epoch(*a, **k, **mistake))
+
+
+def test_fast_epoch_num_workers_and_batch_size_passed_on():
+    with pytest.raises(AssertionError, match="the DataLoader ran with num_workers=0"):
+        cp.check_fast_epoch(lambda m, o, d, **k: fast_epoch(m, o, d, **{**k, "num_workers": 0}), slow_epoch,
+                            data.SlowDataset(32, 8, num_classes=3, delay_s=0.0, seed=1),
+                            models.MLP(8, 16, 3, seed=2), batch_size=16, num_workers=1, log_every=2)
+    with pytest.raises(AssertionError, match="the DataLoader ran with batch_size=16"):
+        cp.check_fast_epoch(lambda m, o, d, **k: fast_epoch(m, o, d, **{**k, "batch_size": 16}), slow_epoch,
+                            data.SlowDataset(32, 8, num_classes=3, delay_s=0.0, seed=1),
+                            models.MLP(8, 16, 3, seed=2), batch_size=8, num_workers=0, log_every=2)
+
+
+def test_fast_epoch_returns_a_float():
+    def returns_tensor(*args, **kwargs):
+        return torch.tensor(fast_epoch(*args, **kwargs))
+    with pytest.raises(AssertionError, match="as a Python float"):
+        check_ex4(returns_tensor)
+
+
+def test_fast_epoch_pin_memory_on_a_cuda_stand_in(monkeypatch):
+    # The CUDA branch of the check, on a CPU: the check is told the model is on CUDA.
+    monkeypatch.setattr(cp, "_device_of", lambda model: torch.device("cuda"))
+    with pytest.raises(AssertionError, match="pin_memory=False"):
+        check_ex4(fast_epoch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # no accelerator to pin for
+        check_ex4(lambda *a, **k: fast_epoch(*a, **k, pin=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# The lesson's CUDA-only code, on a CPU stand-in
+# ---------------------------------------------------------------------------------------------
+
+def _cell(cell_id: str) -> str:
+    notebook = nbformat.read(SOURCE, as_version=4)
+    return next(cell.source for cell in notebook.cells if cell.get("id") == cell_id)
+
+
+def _cuda_branch(source: str) -> str:
+    """The body of the cell's `if device.type == "cuda":` block."""
+    lines = source.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('if device.type == "cuda":'))
+    body = []
+    for line in lines[start + 1:]:
+        if line and not line.startswith(" "):
+            break
+        body.append(line)
+    return textwrap.dedent("\n".join(body))
+
+
+def test_pinned_copy_cell_runs_on_a_cpu_stand_in(monkeypatch, capsys):
+    from helpers import timing
+
+    # A CPU-only build cannot pin memory: pinning stands in as a plain copy.
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a, **k: self.clone())
+    branch = _cuda_branch(_cell("cell-046")).replace("64, 3, 224, 224", "4, 3, 32, 32")
+    exec(compile(branch, "cell-046 (CUDA branch)", "exec"), {"torch": torch, "timing": timing,
+                                                             "device": torch.device("cpu")})
+    out = capsys.readouterr().out
+    assert "pageable, blocking" in out and "pinned, non_blocking" in out
+
+
+def test_profiler_device_columns_exist_on_cpu():
+    # The lesson tells GPU users to read device_time_total / self_device_time_total (PyTorch 2.13
+    # has no cuda_time_total); a CUDA activity on a CPU-only machine is dropped with a warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            with record_function("forward"):
+                torch.ones(4, 4) @ torch.ones(4, 4)
+    event = next(e for e in prof.key_averages() if e.key == "forward")
+    assert event.device_time_total == 0 and event.self_device_time_total == 0
+    assert not hasattr(event, "cuda_time_total")
+    assert "cuda_time_total" not in SOURCE.read_text().replace("no `cuda_time_total`", "")
