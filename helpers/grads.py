@@ -181,3 +181,13 @@ def global_grad_norm(grads: Mapping[str, torch.Tensor | None]) -> float:
             raise TypeError(f"grads[{name!r}] must be a tensor or None, got {type(grad).__name__}")
         squared += float(grad.detach().to("cpu", torch.float64).square().sum())
     return math.sqrt(squared)
+
+
+def fill_grads(model: nn.Module, scale: float = 1.0, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Set every parameter's .grad to seeded noise (std `scale`, the parameter's shape/dtype/device),
+    as an earlier step would have left it; return a grad_snapshot of it."""
+    generator = torch.Generator().manual_seed(seed)
+    for parameter in _require_module(model).parameters():
+        noise = torch.randn(parameter.shape, generator=generator, dtype=torch.float32) * scale
+        parameter.grad = noise.to(device=parameter.device, dtype=parameter.dtype)
+    return grad_snapshot(model)

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers import checks
 from helpers.checks import (
     CycleReference,
     Reference,
@@ -17,12 +18,14 @@ from helpers.checks import (
     check_updates,
     first_linear_dtypes,
     reference_run,
+    student_code,
     token_references,
 )
 from helpers.data import lm_batch, make_blobs, make_token_sequences, split_by_sizes, split_micro_batches
 from helpers.grads import (
     clone_model,
     compare,
+    fill_grads,
     full_batch_gradients,
     global_grad_norm,
     grad_snapshot,
@@ -447,6 +450,87 @@ def test_too_few_steps_without_a_short_cycle():
     assert "shorter cycle" not in str(problem.value)
 
 
+def clears_only_after_step(model, optimizer, batches, accum_steps):
+    """The tutorial loop: zero_grad right after step, never before the first cycle."""
+    losses = []
+    for cycle in cycles_of(batches, accum_steps):
+        total = 0.0
+        for x, y in cycle:
+            loss = F.cross_entropy(model(x), y) / len(cycle)
+            loss.backward()
+            total = total + loss.detach()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(total.item())
+    return losses
+
+
+def run_with_old_gradients(loop, batches, accum_steps=K):
+    model = MLP(6, 8, 3, seed=11)
+    cycles = cycles_of(batches, accum_steps)
+    reference = reference_run(model, F.cross_entropy, cycles, lr=LR, accum_steps=accum_steps)
+    old = fill_grads(model, seed=5)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    with record(model=model, optimizer=optimizer) as log:
+        losses = loop(model, optimizer, batches, accum_steps)
+    return log, reference, [len(c) for c in cycles], losses, model, old
+
+
+def test_check_updates_names_old_gradients_that_leak_in():
+    log, reference, sizes, losses, model, old = run_with_old_gradients(correct_loop, equal_batches())
+    check_updates(log, reference, sizes, losses, final_params=param_snapshot(model), stale_grads=old)
+    log, reference, sizes, losses, _, old = run_with_old_gradients(clears_only_after_step, equal_batches())
+    with pytest.raises(AssertionError, match="update 1 still holds the gradients that were in .grad"):
+        check_updates(log, reference, sizes, losses, stale_grads=old)
+    # A loop whose own mistake wipes the old gradients is named by that mistake, not as a leak.
+    log, reference, sizes, losses, _, old = run_with_old_gradients(zero_grad_every_micro_batch,
+                                                                   equal_batches())
+    with pytest.raises(AssertionError, match="zero_grad\\(\\) ran inside the cycle"):
+        check_updates(log, reference, sizes, losses, stale_grads=old)
+    # Without stale_grads the same run is only "differs from the full-batch gradient".
+    log, reference, sizes, losses, _, _ = run_with_old_gradients(clears_only_after_step, equal_batches())
+    with pytest.raises(AssertionError, match="differs from the full-batch gradient"):
+        check_updates(log, reference, sizes, losses)
+
+
+def test_check_updates_wants_a_list_of_floats():
+    log, reference, sizes, losses, _ = run(correct_loop, equal_batches())
+    check_updates(log, reference, sizes, [torch.tensor(v).item() for v in losses])
+    with pytest.raises(AssertionError, match="returned NoneType, not a list"):
+        check_updates(log, reference, sizes, None)
+    with pytest.raises(AssertionError, match="hold Tensor, not Python floats"):
+        check_updates(log, reference, sizes, [torch.tensor(v, requires_grad=True) for v in losses])
+    close_but_off = [v * (1 + 3e-4) for v in losses]
+    with pytest.raises(AssertionError) as problem:
+        check_updates(log, reference, sizes, close_but_off)
+    shown = str(problem.value).split("but the mean losses of the cycles were")
+    assert shown[0].split("[")[1] != shown[1].split("[")[1], "the message must show the numbers apart"
+
+
+def test_check_updates_names_an_extra_empty_cycle():
+    def one_cycle_too_many(model, optimizer, batches, accum_steps):
+        losses = []
+        for start in range(0, len(batches) + 1, accum_steps):
+            cycle = batches[start:start + accum_steps]
+            optimizer.zero_grad()
+            total = 0.0
+            for x, y in cycle:
+                loss = F.cross_entropy(model(x), y) / len(cycle)
+                loss.backward()
+                total += loss.item()
+            optimizer.step()
+            losses.append(total)
+        return losses
+
+    log, reference, sizes, losses, _ = run(one_cycle_too_many, equal_batches())
+    with pytest.raises(AssertionError, match="stepped once more after the last full cycle"):
+        check_updates(log, reference, sizes, losses)
+    log, reference, sizes, losses, _ = run(steps_twice_per_cycle, equal_batches())
+    with pytest.raises(AssertionError) as problem:
+        check_updates(log, reference, sizes, losses)
+    assert "once more" not in str(problem.value)
+
+
 # ---------------------------------------------------------------------------------------------
 # token_references and check_token_gradients
 # ---------------------------------------------------------------------------------------------
@@ -701,3 +785,284 @@ def test_first_linear_dtypes_needs_a_linear_layer():
     with pytest.raises(ValueError, match="at least one nn.Linear"), \
             first_linear_dtypes(nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())):
         pass
+
+
+def test_check_token_gradients_with_the_callers_gradients():
+    model = tiny_lm()
+    batches = token_batches()
+    full, naive, _ = token_references(model, batches)
+    old = fill_grads(model, scale=0.1, seed=3)
+    token_mean_accumulation(model, batches)
+    check_token_gradients(grad_snapshot(model), full, naive, before=old)
+
+    def clears_first(model, micro_batches):
+        model.zero_grad(set_to_none=True)
+        return token_mean_accumulation(model, micro_batches)
+
+    fill_grads(model, scale=0.1, seed=3)
+    clears_first(model, batches)
+    with pytest.raises(AssertionError, match="cleared the gradients that .grad held"):
+        check_token_gradients(grad_snapshot(model), full, naive, before=old)
+    fill_grads(model, scale=0.1, seed=3)
+    mean_of_means_accumulation(model, batches)
+    with pytest.raises(AssertionError, match="October 2024"):
+        check_token_gradients(grad_snapshot(model), full, naive, before=old)
+
+
+def test_check_token_gradients_names_a_wrong_divisor():
+    model = tiny_lm()
+    batches = [lm_batch(make_token_sequences(3, 16, min_length=2, max_length=30, seed=34))]
+    full, naive, _ = token_references(model, batches)
+    inputs, targets = batches[0]
+    summed = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(), reduction="sum")
+    summed.div(targets.numel()).backward()      # divided by every position, padding included
+    with pytest.raises(AssertionError, match=r"by a factor: it is 0\.\d+ times it"):
+        check_token_gradients(grad_snapshot(model), full, naive)
+
+
+# ---------------------------------------------------------------------------------------------
+# student_code: stderr on stdout, and torch's errors named in the course's words
+# ---------------------------------------------------------------------------------------------
+
+def amp_update_every_micro_batch(model, optimizer, scaler, batches, accum_steps, max_norm):
+    for index, (x, y) in enumerate(batches):
+        if index % accum_steps == 0:
+            optimizer.zero_grad()
+        scaler.scale(F.cross_entropy(model(x), y) / accum_steps).backward()
+        if (index + 1) % accum_steps == 0:
+            scaler.unscale_(optimizer)
+            scaler.step(optimizer)
+        scaler.update()
+
+
+def amp_unscale_every_micro_batch(model, optimizer, scaler, batches, accum_steps, max_norm):
+    for index, (x, y) in enumerate(batches):
+        if index % accum_steps == 0:
+            optimizer.zero_grad()
+        scaler.scale(F.cross_entropy(model(x), y) / accum_steps).backward()
+        scaler.unscale_(optimizer)
+        if (index + 1) % accum_steps == 0:
+            scaler.step(optimizer)
+            scaler.update()
+
+
+@pytest.mark.parametrize(("loop", "phrase"), [
+    (amp_update_every_micro_batch, "update the scale once per optimizer step, right after scaler.step"),
+    (amp_unscale_every_micro_batch, "scaler.unscale_(optimizer) ran twice in one cycle"),
+])
+def test_student_code_names_gradscaler_errors(loop, phrase):
+    with pytest.raises(AssertionError) as problem, student_code("train_accumulated_amp"):
+        run_amp(loop)
+    assert phrase in str(problem.value) and "train_accumulated_amp stopped with" in str(problem.value)
+
+
+def test_student_code_names_an_empty_cycle_only_when_told_the_sizes():
+    def divides_by_an_empty_cycle():
+        return 1 / sum(len(x) for x in [])
+
+    with pytest.raises(AssertionError, match="one more, empty cycle"), \
+            student_code("train_accumulated_any_sizes", num_micro_batches=10, accum_steps=5):
+        divides_by_an_empty_cycle()
+    with pytest.raises(ZeroDivisionError), student_code("train_accumulated_any_sizes"):
+        divides_by_an_empty_cycle()
+
+
+def test_student_code_names_an_ignore_index_not_passed_on():
+    logits, targets = torch.randn(3, 5), torch.tensor([1, -1, 2])
+    with pytest.raises(AssertionError, match="pass ignore_index=ignore_index on"), \
+            student_code("accumulate_token_gradients", ignore_index=-1):
+        F.cross_entropy(logits, targets)
+    with pytest.raises(IndexError), student_code("accumulate_token_gradients", ignore_index=-7):
+        F.cross_entropy(logits, targets)
+
+
+def test_student_code_lets_other_errors_through_unchanged():
+    with pytest.raises(NotImplementedError), student_code("train_accumulated"):
+        raise NotImplementedError("replace this line with your solution")
+    with pytest.raises(RuntimeError, match="some other error"), student_code("train_accumulated"):
+        raise RuntimeError("some other error")
+    with pytest.raises(AssertionError, match="^a student's own assert$"), student_code("train_accumulated"):
+        raise AssertionError("a student's own assert")
+
+
+def test_student_code_keeps_stderr_empty_for_a_student_who_warns(capsys):
+    import sys
+    import warnings
+
+    def chatty_loop(model, optimizer, batches, accum_steps):
+        warnings.warn("a harmless warning from the student's code", UserWarning, stacklevel=1)
+        print("a note on stderr", file=sys.stderr)
+        return correct_loop(model, optimizer, batches, accum_steps)
+
+    batches = equal_batches()
+    model = MLP(6, 8, 3, seed=11)
+    reference = reference_run(model, F.cross_entropy, cycles_of(batches, K), lr=LR)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    with record(model=model, optimizer=optimizer) as log, student_code("train_accumulated"):
+        losses = chatty_loop(model, optimizer, batches, K)
+    check_updates(log, reference, [K, K], losses, final_params=param_snapshot(model))
+    shown = capsys.readouterr()
+    assert shown.err == ""
+    assert "a harmless warning from the student's code" in shown.out and "a note on stderr" in shown.out
+
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 01: running (stderr, errors in the course's words), the audit and AMP-step checks
+# ---------------------------------------------------------------------------------------------
+
+def test_running_keeps_stderr_empty_for_a_student_who_warns(capsys):
+    import sys
+    import warnings
+
+    def chatty_cast_fate(values, dtype):
+        warnings.warn("a harmless warning from the student's code", UserWarning, stacklevel=1)
+        print("a note on stderr", file=sys.stderr)
+        return ["exact"] * len(values)
+
+    with checks.running("cast_fate", checks.CAST_FATE_ERRORS):
+        fates = chatty_cast_fate(torch.tensor([1.0, 2.0]), torch.float16)
+    assert fates == ["exact", "exact"]
+    shown = capsys.readouterr()
+    assert shown.err == ""
+    assert "a harmless warning from the student's code" in shown.out and "a note on stderr" in shown.out
+
+
+def test_amp_step_check_passes_a_student_who_warns_without_stderr(capsys):
+    import sys
+    import warnings
+
+    x, y = make_blobs(32, 6, 3, seed=31)
+    model = MLP(6, 8, 3, seed=32)
+    reference = checks.amp_reference_step(model, F.cross_entropy, x, y, 0.05, torch.float16, 1024.0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    with record(model=model, optimizer=optimizer, scaler=scaler) as log, \
+            checks.running("amp_train_step", checks.AMP_STEP_ERRORS):
+        warnings.warn("the student's own warning", UserWarning, stacklevel=1)
+        print("the student's stderr", file=sys.stderr)
+        amp_step(model, optimizer, scaler, x, y, 0.05, torch.float16)
+    checks.check_amp_calls(log, num_micro_batches=1, num_updates=1)
+    checks.check_amp_step_gradient(log.of("step")[0].info["grads"], reference, 0.05)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("raise_it", "phrase"), [
+    (lambda: bool(torch.ones(2) == torch.ones(2)), "decide the fate of one value at a time"),
+    (lambda: torch.ones(3).item(), "on the whole tensor"),
+    (lambda: (1.0).to(torch.float16), "cast the whole tensor first"),
+])
+def test_running_names_cast_fate_errors(raise_it, phrase):
+    with pytest.raises(AssertionError, match=phrase), checks.running("cast_fate", checks.CAST_FATE_ERRORS):
+        raise_it()
+
+
+def test_running_passes_not_implemented_and_unknown_errors_through():
+    with pytest.raises(NotImplementedError), checks.running("cast_fate", checks.CAST_FATE_ERRORS):
+        raise NotImplementedError()
+    with pytest.raises(KeyError), checks.running("cast_fate", checks.CAST_FATE_ERRORS):
+        raise KeyError("something else")
+
+
+def amp_step(model, optimizer, scaler, x, y, max_norm, amp_dtype, *, zero=True, loss_inside=True,
+             clip=True, unscale_twice=False, scaled=True):
+    """A mixed-precision step, correct by default; each flag makes one classic mistake."""
+    if zero:
+        optimizer.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=amp_dtype):
+        output = model(x)
+        loss = F.cross_entropy(output, y) if loss_inside else None
+    loss = F.cross_entropy(output, y) if loss is None else loss
+    (scaler.scale(loss) if scaled else loss).backward()
+    scaler.unscale_(optimizer)
+    if unscale_twice:
+        scaler.unscale_(optimizer)
+    if clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.item()
+
+
+@pytest.mark.parametrize(("mistake", "phrase"), [
+    ({}, None),
+    ({"zero": False}, "clear old gradients first"),
+    ({"loss_inside": False}, "loss computed outside torch.autocast"),
+    ({"clip": False}, "was not clipped to max_norm=0.05"),
+])
+@pytest.mark.parametrize("amp_dtype", [torch.float16, torch.bfloat16])
+def test_check_amp_step_gradient_names_the_mistake(mistake, phrase, amp_dtype):
+    x, y = make_blobs(32, 6, 3, seed=31)
+    model = MLP(6, 8, 3, seed=32)
+    reference = checks.amp_reference_step(model, F.cross_entropy, x, y, 0.05, amp_dtype, 1024.0)
+    assert param_snapshot(model).keys() == reference.grads.keys()
+    assert all(p.grad is None for p in model.parameters()), "the reference must not touch the model"
+    for parameter in model.parameters():
+        parameter.grad = torch.full_like(parameter, 5.0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    with record(model=model, optimizer=optimizer, scaler=scaler) as log:
+        loss = amp_step(model, optimizer, scaler, x, y, 0.05, amp_dtype, **mistake)
+    candidate = log.of("step")[0].info["grads"]
+    if phrase is None:
+        checks.check_amp_step_gradient(candidate, reference, 0.05, stale=5.0, scale=1024.0)
+        assert loss == reference.loss
+    else:
+        with pytest.raises(AssertionError, match=phrase):
+            checks.check_amp_step_gradient(candidate, reference, 0.05, stale=5.0, scale=1024.0)
+
+
+def test_check_amp_step_gradient_names_gradients_cleared_before_step():
+    x, y = make_blobs(32, 6, 3, seed=31)
+    model = MLP(6, 8, 3, seed=32)
+    reference = checks.amp_reference_step(model, F.cross_entropy, x, y, 0.05, torch.float16, 1024.0)
+    with pytest.raises(AssertionError, match="cleared between backward and step"):
+        checks.check_amp_step_gradient({n: None for n in reference.grads}, reference, 0.05)
+
+
+@pytest.mark.parametrize(("mistake", "phrase"), [
+    ({"unscale_twice": True}, "ran twice in one step"),
+    ({"scaled": False}, "not loss.backward()"),
+])
+def test_running_names_gradscaler_errors_of_one_step(mistake, phrase):
+    x, y = make_blobs(32, 6, 3, seed=31)
+    model = MLP(6, 8, 3, seed=32)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    with pytest.raises(AssertionError, match=phrase), \
+            checks.running("amp_train_step", checks.AMP_STEP_ERRORS):
+        amp_step(model, optimizer, scaler, x, y, 0.05, torch.float16, **mistake)
+
+
+def test_reused_leaf_model_records_last_dtype_in_first_place():
+    model = checks.replay(checks.ReusedLeafModel(8), torch.randn(3, 8), torch.bfloat16)
+    assert list(model.ran) == ["act", "lin"] and model.calls == 1
+    assert model.first["act"] == torch.float32 and model.ran["act"] == torch.bfloat16
+    checks.check_audit(dict(model.ran), model.ran, "probe", first=model.first)
+
+
+@pytest.mark.parametrize(("report", "phrase"), [
+    ({"act": torch.float32, "lin": torch.bfloat16}, "reports its LAST output's dtype"),
+    ({"lin": torch.bfloat16, "act": torch.bfloat16}, "keeps the place of its first run"),
+    ({"act": torch.bfloat16, "lin": torch.bfloat16, "unused": None}, "only those that ran"),
+    ({"act": torch.float32, "lin": torch.float32}, "inside torch.autocast"),
+    ({"act": "torch.bfloat16", "lin": "torch.bfloat16"}, "map each leaf's name to the torch.dtype"),
+    ([("act", torch.bfloat16)], "should return a dict"),
+])
+def test_check_audit_names_the_clause(report, phrase):
+    model = checks.replay(checks.ReusedLeafModel(8), torch.randn(3, 8), torch.bfloat16)
+    with pytest.raises(AssertionError, match=phrase):
+        checks.check_audit(report, model.ran, "probe", first=model.first)
+
+
+def test_check_audit_left_no_trace():
+    model = nn.Sequential(nn.Linear(4, 4))
+    before = param_snapshot(model)
+    checks.check_audit_left_no_trace(model, before)
+    handle = model[0].register_forward_hook(lambda *args: None)
+    with pytest.raises(AssertionError, match="remove your forward hooks"):
+        checks.check_audit_left_no_trace(model, before)
+    handle.remove()
+    with torch.no_grad():
+        model[0].weight.add_(1.0)
+    with pytest.raises(AssertionError, match="the parameters changed"):
+        checks.check_audit_left_no_trace(model, before)

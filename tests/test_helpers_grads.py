@@ -11,6 +11,7 @@ from helpers.grads import (
     Comparison,
     clone_model,
     compare,
+    fill_grads,
     full_batch_gradients,
     global_grad_norm,
     grad_snapshot,
@@ -140,3 +141,19 @@ def test_global_grad_norm():
     assert global_grad_norm(grads) == pytest.approx(5.0)
     with pytest.raises(ValueError, match="grads is empty"):
         global_grad_norm({})
+
+
+def test_fill_grads_sets_seeded_noise_of_each_parameters_shape(model_and_data):
+    model, _, _ = model_and_data
+    snapshot = fill_grads(model, scale=2.0, seed=3)
+    for name, parameter in model.named_parameters():
+        assert parameter.grad.shape == parameter.shape and parameter.grad.dtype == parameter.dtype
+        assert torch.equal(parameter.grad, snapshot[name])
+        assert snapshot[name].data_ptr() != parameter.grad.data_ptr()
+    again = fill_grads(MLP(4, 8, 3), scale=2.0, seed=3)
+    assert all(torch.equal(again[name], snapshot[name]) for name in snapshot)
+    other = fill_grads(MLP(4, 8, 3), scale=2.0, seed=4)
+    assert not all(torch.equal(other[name], snapshot[name]) for name in snapshot)
+    assert 1.0 < float(torch.cat([g.flatten() for g in snapshot.values()]).std()) < 3.0
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        fill_grads("not a model")

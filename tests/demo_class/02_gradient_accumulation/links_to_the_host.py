@@ -20,10 +20,10 @@ def train_accumulated(model, optimizer, loss_fn, micro_batches, accum_steps):
             cycle_loss = 0.0
         loss = loss_fn(model(x), y) / accum_steps
         loss.backward()
-        cycle_loss += loss.item()
+        cycle_loss = cycle_loss + loss.detach()
         if (index + 1) % accum_steps == 0:
             optimizer.step()
-            cycle_losses.append(cycle_loss)
+            cycle_losses.append(cycle_loss.item())
     return cycle_losses
 
 
