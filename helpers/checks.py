@@ -31,10 +31,12 @@ ATOL = 1e-6
 
 @dataclass
 class CycleReference:
-    """What one optimizer update should see, plus the gradients of the classic mistakes."""
+    """What one optimizer update should see (its cycle has `size` micro-batches), plus the
+    gradients of the classic mistakes."""
 
     grads: GradDict
     loss: float
+    size: int
     mistakes: dict[str, GradDict] = field(default_factory=dict)
 
 
@@ -122,7 +124,8 @@ def reference_run(model: nn.Module, loss_fn: Callable, cycles: Sequence[Sequence
         if max_norm is not None:
             full = _clip(full, max_norm)
         sizes = [len(mx) for mx, _ in cycle]
-        references.append(CycleReference(full, loss.item(), _mistakes(micro, sizes, accum_steps, max_norm)))
+        references.append(CycleReference(full, loss.item(), len(cycle),
+                                         _mistakes(micro, sizes, accum_steps, max_norm)))
         with torch.no_grad():
             for name, param in twin.named_parameters():
                 param -= lr * full[name]
@@ -200,15 +203,16 @@ def diagnose_gradient(candidate: GradDict, cycle: CycleReference, update: int, c
 _NOT_GIVEN = object()
 
 
-def check_updates(log, reference: Reference, cycle_sizes: Sequence[int],
+def check_updates(log, reference: Reference,
                   returned_losses: Sequence[float] | None = _NOT_GIVEN, *,
                   final_params: GradDict | None = None, stale_grads: GradDict | None = None) -> None:
     """Assert that a recorded run made the reference's updates; the message names the first mistake.
 
-    `log` is a helpers.spies.CallLog recorded with model= and optimizer=; `cycle_sizes` are the
-    micro-batch counts of the cycles; `returned_losses` what the student's function returned (a
-    list of Python floats, one per update; omit it to skip that check); `final_params` the
-    student's parameters after the run; `stale_grads` what .grad held before the run.
+    `log` is a helpers.spies.CallLog recorded with model= and optimizer=; `reference` the
+    reference_run of the same cycles (it knows each cycle's size); `returned_losses` what the
+    student's function returned (a list of Python floats, one per update; omit it to skip that
+    check); `final_params` the student's parameters after the run; `stale_grads` what .grad held
+    before the run.
     """
     k, n = reference.accum_steps, reference.num_micro_batches
     expected_updates = len(reference.cycles)
@@ -234,8 +238,8 @@ def check_updates(log, reference: Reference, cycle_sizes: Sequence[int],
                 "with no micro-batch left (there are ceil(micro-batches / accum_steps) cycles)")
         raise AssertionError(f"optimizer.step() ran {len(steps)} times; expected {expected_updates}, "
                              "one per cycle of accum_steps micro-batches")
-    for update, (call, cycle, size) in enumerate(zip(steps, reference.cycles, cycle_sizes, strict=True), 1):
-        problem = diagnose_gradient(call.info["grads"], cycle, update, size, k,
+    for update, (call, cycle) in enumerate(zip(steps, reference.cycles, strict=True), 1):
+        problem = diagnose_gradient(call.info["grads"], cycle, update, cycle.size, k,
                                     stale=stale_grads if update == 1 else None)
         if problem:
             raise AssertionError(problem)

@@ -324,14 +324,15 @@ def test_reference_run_rejects_missing_cycles(cycles):
 
 def test_check_updates_passes_for_correct_accumulation():
     log, reference, sizes, losses, model = run(correct_loop, equal_batches())
-    assert sizes == [4, 4] and log.count("backward") == 8 and log.count("step") == 2
-    check_updates(log, reference, sizes, losses, final_params=param_snapshot(model))
+    assert sizes == [c.size for c in reference.cycles] == [4, 4]
+    assert log.count("backward") == 8 and log.count("step") == 2
+    check_updates(log, reference, losses, final_params=param_snapshot(model))
 
 
 @pytest.mark.parametrize("sizes", [[8] * 8 + [12, 4], [5, 17, 3, 9, 11, 6, 2, 20, 7]])
 def test_check_updates_passes_for_correct_loop_with_short_and_unequal_cycles(sizes):
     log, reference, cycle_sizes, losses, model = run(correct_loop, sized_batches(sizes))
-    check_updates(log, reference, cycle_sizes, losses, final_params=param_snapshot(model))
+    check_updates(log, reference, losses, final_params=param_snapshot(model))
 
 
 def test_check_updates_passes_with_clipping():
@@ -344,7 +345,7 @@ def test_check_updates_passes_with_clipping():
             optimizer.step()
 
     log, reference, sizes, _, model = run(clipping_loop, equal_batches(), max_norm=0.05)
-    check_updates(log, reference, sizes, final_params=param_snapshot(model))
+    check_updates(log, reference, final_params=param_snapshot(model))
 
 
 @pytest.mark.parametrize(("loop", "count", "phrase"), [
@@ -361,40 +362,40 @@ def test_check_updates_passes_with_clipping():
 def test_check_updates_names_the_mistake(loop, count, phrase):
     log, reference, sizes, losses, model = run(loop, equal_batches(count))
     with pytest.raises(AssertionError) as problem:
-        check_updates(log, reference, sizes, losses, final_params=param_snapshot(model))
+        check_updates(log, reference, losses, final_params=param_snapshot(model))
     assert phrase in str(problem.value)
 
 
 def test_check_updates_messages_in_detail():
     log, reference, sizes, losses, _ = run(drops_trailing_cycle, equal_batches(10))
     with pytest.raises(AssertionError, match=r"ran 2 times, but 10 micro-batches with accum_steps=4 make 3"):
-        check_updates(log, reference, sizes, losses)
+        check_updates(log, reference, losses)
     log, reference, sizes, losses, _ = run(divides_short_cycle_by_accum_steps, equal_batches(10))
     with pytest.raises(AssertionError, match=r"update 3 divided .* accum_steps=4, but its cycle has 2"):
-        check_updates(log, reference, sizes, losses)
+        check_updates(log, reference, losses)
     log, reference, sizes, losses, _ = run(one_backward_per_cycle, equal_batches())
     with pytest.raises(AssertionError, match=r"backward\(\) ran 2 times for 8 micro-batches"):
-        check_updates(log, reference, sizes, losses)
+        check_updates(log, reference, losses)
 
 
 def test_check_updates_equal_weights_for_unequal_sizes():
     # Full cycles whose micro-batches differ in size: the check points at the samples' shares.
     log, reference, sizes, losses, _ = run(equal_weights, sized_batches([5, 17, 3, 9, 11, 6, 2, 20, 7]))
     with pytest.raises(AssertionError, match="share of the samples"):
-        check_updates(log, reference, sizes, losses)
+        check_updates(log, reference, losses)
     # Equal full cycles and a short, unequal last cycle: only update 3 is wrong.
     log, reference, sizes, losses, _ = run(equal_weights, sized_batches([8] * 8 + [12, 4]))
     with pytest.raises(AssertionError, match="update 3 weighted every micro-batch equally"):
-        check_updates(log, reference, sizes, losses)
+        check_updates(log, reference, losses)
 
 
 def test_check_updates_clipping_mistakes():
     log, reference, sizes, _, _ = run(correct_loop, equal_batches(), max_norm=0.05)
     with pytest.raises(AssertionError, match="was never clipped"):
-        check_updates(log, reference, sizes)
+        check_updates(log, reference)
     log, reference, sizes, _, _ = run(clips_every_micro_batch, equal_batches(), max_norm=0.05)
     with pytest.raises(AssertionError, match="clipped after every micro-batch"):
-        check_updates(log, reference, sizes)
+        check_updates(log, reference)
 
 
 def test_check_updates_other_gradient_and_final_params():
@@ -407,21 +408,21 @@ def test_check_updates_other_gradient_and_final_params():
 
     log, reference, sizes, _, _ = run(tripled, equal_batches())
     with pytest.raises(AssertionError, match="differs from the full-batch gradient of its cycle"):
-        check_updates(log, reference, sizes)
+        check_updates(log, reference)
 
     log, reference, sizes, losses, model = run(correct_loop, equal_batches())
     with torch.no_grad():
         next(model.parameters()).add_(1.0)
     with pytest.raises(AssertionError, match="the gradients were right but the final parameters are not"):
-        check_updates(log, reference, sizes, losses, final_params=param_snapshot(model))
+        check_updates(log, reference, losses, final_params=param_snapshot(model))
     with pytest.raises(AssertionError, match="returned losses"):
-        check_updates(log, reference, sizes, losses[:1])
+        check_updates(log, reference, losses[:1])
 
 
 def test_equal_weights_in_full_cycle_named_as_equal_weights():
     log, reference, sizes, losses, _ = run(equal_weights, sized_batches([5, 17, 3, 9, 11, 6, 2, 20, 7]))
     with pytest.raises(AssertionError) as problem:
-        check_updates(log, reference, sizes, losses)
+        check_updates(log, reference, losses)
     assert "accum_steps=4, but its cycle has 4 micro-batches" not in str(problem.value)
     assert "weighted every micro-batch equally" in str(problem.value)
 
@@ -434,7 +435,7 @@ def test_no_division_factor_is_the_cycle_length():
     with record(model=model, optimizer=optimizer) as log:
         no_division(model, optimizer, batches, K)
     with pytest.raises(AssertionError, match="3x too large"):
-        check_updates(log, reference, [3])
+        check_updates(log, reference)
 
 
 def test_too_few_steps_without_a_short_cycle():
@@ -446,7 +447,7 @@ def test_too_few_steps_without_a_short_cycle():
 
     log, reference, sizes, _, _ = run(steps_once, equal_batches())
     with pytest.raises(AssertionError) as problem:
-        check_updates(log, reference, sizes)
+        check_updates(log, reference)
     assert "shorter cycle" not in str(problem.value)
 
 
@@ -478,31 +479,31 @@ def run_with_old_gradients(loop, batches, accum_steps=K):
 
 def test_check_updates_names_old_gradients_that_leak_in():
     log, reference, sizes, losses, model, old = run_with_old_gradients(correct_loop, equal_batches())
-    check_updates(log, reference, sizes, losses, final_params=param_snapshot(model), stale_grads=old)
+    check_updates(log, reference, losses, final_params=param_snapshot(model), stale_grads=old)
     log, reference, sizes, losses, _, old = run_with_old_gradients(clears_only_after_step, equal_batches())
     with pytest.raises(AssertionError, match="update 1 still holds the gradients that were in .grad"):
-        check_updates(log, reference, sizes, losses, stale_grads=old)
+        check_updates(log, reference, losses, stale_grads=old)
     # A loop whose own mistake wipes the old gradients is named by that mistake, not as a leak.
     log, reference, sizes, losses, _, old = run_with_old_gradients(zero_grad_every_micro_batch,
                                                                    equal_batches())
     with pytest.raises(AssertionError, match="zero_grad\\(\\) ran inside the cycle"):
-        check_updates(log, reference, sizes, losses, stale_grads=old)
+        check_updates(log, reference, losses, stale_grads=old)
     # Without stale_grads the same run is only "differs from the full-batch gradient".
     log, reference, sizes, losses, _, _ = run_with_old_gradients(clears_only_after_step, equal_batches())
     with pytest.raises(AssertionError, match="differs from the full-batch gradient"):
-        check_updates(log, reference, sizes, losses)
+        check_updates(log, reference, losses)
 
 
 def test_check_updates_wants_a_list_of_floats():
     log, reference, sizes, losses, _ = run(correct_loop, equal_batches())
-    check_updates(log, reference, sizes, [torch.tensor(v).item() for v in losses])
+    check_updates(log, reference, [torch.tensor(v).item() for v in losses])
     with pytest.raises(AssertionError, match="returned NoneType, not a list"):
-        check_updates(log, reference, sizes, None)
+        check_updates(log, reference, None)
     with pytest.raises(AssertionError, match="hold Tensor, not Python floats"):
-        check_updates(log, reference, sizes, [torch.tensor(v, requires_grad=True) for v in losses])
+        check_updates(log, reference, [torch.tensor(v, requires_grad=True) for v in losses])
     close_but_off = [v * (1 + 3e-4) for v in losses]
     with pytest.raises(AssertionError) as problem:
-        check_updates(log, reference, sizes, close_but_off)
+        check_updates(log, reference, close_but_off)
     shown = str(problem.value).split("but the mean losses of the cycles were")
     assert shown[0].split("[")[1] != shown[1].split("[")[1], "the message must show the numbers apart"
 
@@ -524,10 +525,10 @@ def test_check_updates_names_an_extra_empty_cycle():
 
     log, reference, sizes, losses, _ = run(one_cycle_too_many, equal_batches())
     with pytest.raises(AssertionError, match="stepped once more after the last full cycle"):
-        check_updates(log, reference, sizes, losses)
+        check_updates(log, reference, losses)
     log, reference, sizes, losses, _ = run(steps_twice_per_cycle, equal_batches())
     with pytest.raises(AssertionError) as problem:
-        check_updates(log, reference, sizes, losses)
+        check_updates(log, reference, losses)
     assert "once more" not in str(problem.value)
 
 
@@ -724,7 +725,7 @@ def test_check_amp_calls_passes_for_correct_loop():
     log, reference, losses, model = run_amp(amp_correct)
     assert log.count("scale") == 8 and log.of("scale")[0].info["scale"] == 1024.0
     check_amp_calls(log, num_micro_batches=8, num_updates=2)
-    check_updates(log, reference, [4, 4], losses, final_params=param_snapshot(model))
+    check_updates(log, reference, losses, final_params=param_snapshot(model))
 
 
 @pytest.mark.parametrize(("loop", "count", "phrase"), [
@@ -900,7 +901,7 @@ def test_student_code_keeps_stderr_empty_for_a_student_who_warns(capsys):
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
     with record(model=model, optimizer=optimizer) as log, student_code("train_accumulated"):
         losses = chatty_loop(model, optimizer, batches, K)
-    check_updates(log, reference, [K, K], losses, final_params=param_snapshot(model))
+    check_updates(log, reference, losses, final_params=param_snapshot(model))
     shown = capsys.readouterr()
     assert shown.err == ""
     assert "a harmless warning from the student's code" in shown.out and "a note on stderr" in shown.out
@@ -1066,3 +1067,77 @@ def test_check_audit_left_no_trace():
         model[0].weight.add_(1.0)
     with pytest.raises(AssertionError, match="the parameters changed"):
         checks.check_audit_left_no_trace(model, before)
+
+
+def fates_reference(values, dtype):
+    cast = values.to(dtype).float()
+    normal = torch.finfo(dtype).smallest_normal
+    return ["overflow" if c.isinf() else "underflow" if c == 0 else "subnormal" if c.abs() < normal
+            else "exact" if c == v else "rounded" for v, c in zip(values, cast, strict=True)]
+
+
+def test_check_cast_fate_passes_the_reference_and_prints_values_exactly(capsys):
+    values = torch.tensor([1.0, 70000.0, 1e-8, 2.0 ** -24, 2.0 ** -14 * (1 - 2.0 ** -12)])
+    checks.check_cast_fate(fates_reference, values, fates_reference)
+    checks.check_cast_fate(fates_reference, values, fates_reference, unseen=True)
+
+    def exact_before_subnormal(values, dtype):
+        return ["exact" if f == "subnormal" and v.to(dtype).float() == v else f
+                for v, f in zip(values, fates_reference(values, dtype), strict=True)]
+
+    with pytest.raises(AssertionError, match=r"5.96046448e-08 should be 'subnormal', your function says"):
+        checks.check_cast_fate(exact_before_subnormal, values, fates_reference)
+    with pytest.raises(AssertionError, match="one string per value"):
+        checks.check_cast_fate(lambda values, dtype: "exact", values, fates_reference, unseen=True)
+
+
+def test_check_autocast_audit_with_a_reference_and_the_reused_leaf_model():
+    def audit(model, x, dtype):
+        report, handles = {}, []
+        for name, module in model.named_modules():
+            if not list(module.children()):
+                handles.append(module.register_forward_hook(
+                    lambda _m, _i, out, name=name: report.__setitem__(name, out.dtype)))
+        with torch.no_grad(), torch.autocast(x.device.type, dtype=dtype):
+            model(x)
+        for handle in handles:
+            handle.remove()
+        return report
+
+    def replay_sequential(sequential, x, dtype):
+        return {name: dtype for name, _ in sequential.named_children()}     # Linear layers only
+
+    x = torch.randn(3, 8)
+    assert checks.check_autocast_audit(audit, nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2)), x,
+                                       torch.bfloat16, "two layers", replay_sequential) == {
+        "0": torch.bfloat16, "1": torch.bfloat16}
+    assert checks.check_autocast_audit(audit, checks.ReusedLeafModel(8), x, torch.float16, "reused") == {
+        "act": torch.float16, "lin": torch.float16}
+
+    def audit_twice(model, x, dtype):
+        audit(model, x, dtype)
+        return audit(model, x, dtype)
+
+    with pytest.raises(AssertionError, match="ran the model 2 times"):
+        checks.check_autocast_audit(audit_twice, checks.ReusedLeafModel(8), x, torch.float16, "reused")
+
+
+def test_check_amp_train_step_and_skips_inf():
+    x, y = make_blobs(32, 6, 3, seed=31)
+
+    def correct(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype):
+        return amp_step(model, optimizer, scaler, x, y, max_norm, amp_dtype)
+
+    def optimizer_step_directly(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype):
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=amp_dtype):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        optimizer.step()
+        return loss.item()
+
+    log = checks.check_amp_train_step(correct, 32, x, y, 0.05, torch.bfloat16)
+    assert log.count("scaler_step") == 1
+    checks.check_amp_step_skips_inf(correct, x, y)
+    with pytest.raises(AssertionError, match="stepped although the gradients held inf"):
+        checks.check_amp_step_skips_inf(optimizer_step_directly, x, y)
