@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from helpers import validate
 from helpers.device import synchronize
 
 
@@ -38,11 +39,8 @@ def benchmark(fn: Callable[[], object], device: torch.device | str = "cpu", warm
     """Time fn() `repeats` times after `warmup` untimed calls; returns the median in seconds."""
     if not callable(fn):
         raise TypeError(f"fn must be a callable taking no arguments, got {type(fn).__name__}")
-    for name, value, minimum in (("warmup", warmup, 0), ("repeats", repeats, 1)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < minimum:
-            raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    validate.int_at_least(warmup, "warmup", 0)
+    validate.int_at_least(repeats, "repeats", 1)
     # Warm-up absorbs one-off costs (allocator growth, kernel selection, lazy initialisation).
     for _ in range(warmup):
         fn()
