@@ -365,31 +365,20 @@ TORCH_ERRORS = (
 @contextmanager
 def student_code(function: str, *, num_micro_batches: int | None = None,
                  accum_steps: int | None = None, ignore_index: int | None = None) -> Iterator[None]:
-    """Run a student's function inside a test: its stderr and warnings go to stdout (so Validate
-    agrees with grading), and the errors of classic mistakes become AssertionErrors naming them.
-
-    GradScaler's errors are named by TORCH_ERRORS. With `num_micro_batches` and `accum_steps`
-    (none of the micro-batches empty), a ZeroDivisionError is named as an empty cycle; with
-    `ignore_index`, cross_entropy's "Target <ignore_index> is out of bounds" as an ignore_index
-    not passed on. Any other error propagates unchanged.
+    """`running` (below) for lesson 02: GradScaler's errors are named by TORCH_ERRORS. With
+    `num_micro_batches` and `accum_steps` (none of the micro-batches empty), a ZeroDivisionError is
+    named as an empty cycle; with `ignore_index`, cross_entropy's "Target <ignore_index> is out of
+    bounds" as an ignore_index not passed on. Any other error propagates unchanged.
     """
-    with stderr_on_stdout():
+    known = list(TORCH_ERRORS)
+    if ignore_index is not None:
+        known.append((f"Target {ignore_index} is out of bounds",
+                      f"The padding targets hold ignore_index={ignore_index}, and cross_entropy took them "
+                      "for a class: pass ignore_index=ignore_index on to F.cross_entropy (and count the "
+                      "real tokens with it)"))
+    with running(function, known):
         try:
             yield
-        except (RuntimeError, AssertionError, IndexError) as error:
-            if isinstance(error, NotImplementedError):
-                raise
-            for pattern, advice in TORCH_ERRORS:
-                if pattern in str(error):
-                    raise AssertionError(f"{function} stopped with {type(error).__name__}: {error} "
-                                         f"{advice}") from None
-            if ignore_index is not None and f"Target {ignore_index} is out of bounds" in str(error):
-                raise AssertionError(
-                    f"{function} stopped with {type(error).__name__}: {error} The padding targets hold "
-                    f"ignore_index={ignore_index}, and cross_entropy took them for a class: pass "
-                    "ignore_index=ignore_index on to F.cross_entropy (and count the real tokens with it)"
-                ) from None
-            raise
         except ZeroDivisionError as error:
             if num_micro_batches is None or accum_steps is None:
                 raise
@@ -503,7 +492,7 @@ AMP_STEP_ERRORS = (
 
 @contextmanager
 def running(function: str, known: Sequence[tuple[str, str]] = ()) -> Iterator[None]:
-    """Run a student's function inside a test of lesson 01: what it writes to stderr, warnings
+    """Run a student's function inside a test: what it writes to stderr, warnings
     included, goes to stdout (so Validate agrees with grading), NotImplementedError propagates,
     and an error whose message holds a pattern of `known` becomes an AssertionError that quotes
     it and adds the course's words. Any other error propagates unchanged."""
