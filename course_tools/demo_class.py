@@ -1,6 +1,6 @@
 """The demo class: realistic submissions, each built from the release notebook plus a student's cells.
 
-A submission is described by tests/demo_class/<assignment>/<student>.py:
+A submission is described by demo_class/<assignment>/<student>.py:
 
     # about: what the student did
     # base: solution | release
@@ -38,7 +38,7 @@ import nbformat
 from course_tools.cells import grade_id, is_solution
 from course_tools.course import REPO_ROOT
 
-DEMO_ROOT = REPO_ROOT / "tests" / "demo_class"
+DEMO_ROOT = REPO_ROOT / "demo_class"
 # The demo classes hold code that never ends, and a test that calls it runs into the timeout too;
 # at the course's CELL_TIMEOUT_S per cell one such student would cost ten minutes. Every honest cell of
 # the demo class runs in a few seconds, so it is graded under this timeout instead.
@@ -95,7 +95,7 @@ def kind_of(submission: DemoSubmission) -> str:
 
 
 def parse_submission(path: Path) -> DemoSubmission:
-    """Read one tests/demo_class/<assignment>/<student>.py file."""
+    """Read one demo_class/<assignment>/<student>.py file."""
     header: dict[str, str] = {}
     files = []
     misses: dict[str, str] = {}

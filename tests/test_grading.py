@@ -1,6 +1,6 @@
 """Grade each demo class through nbgrader's own API, in one autograde call, and read the gradebook.
 
-Each demo submission (tests/demo_class/<assignment>/<student>.py) declares the test cells it must
+Each demo submission (demo_class/<assignment>/<student>.py) declares the test cells it must
 fail and a phrase its feedback must contain; it must lose exactly those points, keep all the
 others, and its feedback must show the failure message without revealing hidden tests. One test
 class per assignment, so that pytest-xdist grades the assignments on different workers.
@@ -44,7 +44,7 @@ def feedback_outputs(course, assignment, student) -> str:
 
 def test_every_assignment_has_a_demo_class():
     assert set(GRADED_ASSIGNMENTS) == set(assignment_ids(REPO_ROOT)), (
-        "each assignment in source/ needs a demo class in tests/demo_class/")
+        "each assignment in source/ needs a demo class in demo_class/")
 
 
 class GradedDemoClass:

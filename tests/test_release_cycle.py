@@ -4,7 +4,7 @@ The teacher generates and releases one assignment to an exchange folder under tm
 students, alice and bob, each with a home folder and a submission cache of their own, fetch it,
 fill it in and submit; the teacher collects, autogrades the class in one call, generates the
 feedback and releases it; the students fetch their feedback. Alice hands in the worked solution,
-bob a demo submission with one mistake (tests/demo_class/<assignment>/<bob's file>.py).
+bob a demo submission with one mistake (demo_class/<assignment>/<bob's file>.py).
 
 nbgrader's exchange takes the student's name from the OS user (nbgrader.utils.get_username); the
 test patches it where the exchange modules imported it, so that one process can be both students.
