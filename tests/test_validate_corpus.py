@@ -4,10 +4,13 @@ A student who presses Validate and sees no failure must not lose an exercise at 
 requirement an exercise states has a visible check, and the hidden tests re-check the same
 requirements on other data. So nbgrader's own Validator, run on each demo submission that makes a
 realistic mistake, must report exactly the test cells that submission loses at grading (`# loses:`),
-except those its file declares with `# validate-misses: <grade id> <why>` (the README's demo table
-gives each reason). Correct submissions written another way must validate cleanly, including one
-whose functions warn and print to stderr while tested (`helpers.capture.stderr_on_stdout`), which
-grading does not count either.
+with the feedback's diagnosis (`# says:`), except those its file declares with
+`# validate-misses: <grade id> <why>` (the README's demo table gives each reason). Two correct
+submissions of lesson 04 (the quickest to run) must validate cleanly: the worked solution, and
+`alternative_positions`, whose functions warn and write to stderr while tested. Grading ignores
+stderr, and the checks show it on stdout (`helpers.capture.stderr_on_stdout`), so Validate agrees.
+
+One test class per lesson, so that pytest-xdist can spread the lessons over its workers.
 """
 
 from pathlib import Path
@@ -22,18 +25,12 @@ from course_tools.demo_class import DEMO_ROOT, build_notebook, kind_of, load_dem
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-STDERR_LESSON = "04_memory"
+CORRECT_ONES = {"04_memory": ("reference", "alternative_positions")}
 
 
-def _validated_submissions():
-    for assignment in assignment_ids(REPO_ROOT):
-        if not (DEMO_ROOT / assignment).is_dir():
-            continue
-        for submission in load_demo_class(assignment):
-            # The correct ones of the quickest lesson too: one of them warns and writes to stderr.
-            kind = kind_of(submission)
-            if kind == "mistake" or (kind == "alternative" and assignment == STDERR_LESSON):
-                yield pytest.param(assignment, submission, id=f"{assignment}-{submission.student}")
+def validated_submissions(assignment: str) -> list:
+    return [submission for submission in load_demo_class(assignment)
+            if kind_of(submission) == "mistake" or submission.student in CORRECT_ONES.get(assignment, ())]
 
 
 def hand_in(course: Path, assignment: str, submission, folder: Path) -> dict[Path, object]:
@@ -50,24 +47,40 @@ def hand_in(course: Path, assignment: str, submission, folder: Path) -> dict[Pat
     return handed_in
 
 
-@pytest.mark.parametrize(("assignment", "submission"), list(_validated_submissions()))
-def test_validate_reports_what_grading_takes(released_course, tmp_path, assignment, submission):
-    unknown = set(submission.validate_misses) - set(submission.loses)
-    assert not unknown, f"{submission.student}: '# validate-misses:' names {sorted(unknown)}, not lost"
-    failed = {}
-    for path, released in hand_in(released_course, assignment, submission, tmp_path).items():
-        failed.update(failed_cells(validate(released_course, path), released))
-    expected = set(submission.loses) - set(submission.validate_misses)
-    missed = expected - set(failed)
-    assert not missed, (
-        f"{assignment}/{submission.student} loses {sorted(missed)} at grading, but Validate passes it: "
-        f"make the requirement a visible check, or declare '# validate-misses: <grade id> <why>'")
-    extra = set(failed) - set(submission.loses)
-    assert not extra, (
-        f"{assignment}/{submission.student}: Validate fails {sorted(extra)}, which grading gives full points:"
-        + "".join(f"\n--- {cell}:\n{failed[cell][-1500:]}" for cell in sorted(extra)))
-    if expected and submission.says:
-        # What the student reads on pressing Validate names the same mistake as the feedback.
-        assert any(submission.says in failed[cell] for cell in expected), (
-            f"{submission.student}: Validate should say {submission.says!r}, said:"
-            + "".join(f"\n--- {cell}:\n{failed[cell][-1500:]}" for cell in sorted(expected)))
+def pytest_generate_tests(metafunc):
+    if "submission" in metafunc.fixturenames:
+        submissions = validated_submissions(metafunc.cls.assignment)
+        metafunc.parametrize("submission", submissions, ids=[s.student for s in submissions])
+
+
+class ValidateAgreesWithGrading:
+    assignment = ""
+
+    def test_validate_reports_what_grading_takes(self, released_course, tmp_path, submission):
+        unknown = set(submission.validate_misses) - set(submission.loses)
+        assert not unknown, f"{submission.student}: '# validate-misses:' names {sorted(unknown)}, not lost"
+        failed = {}
+        for path, released in hand_in(released_course, self.assignment, submission, tmp_path).items():
+            failed.update(failed_cells(validate(released_course, path), released))
+        expected = set(submission.loses) - set(submission.validate_misses)
+        missed = expected - set(failed)
+        assert not missed, (
+            f"{self.assignment}/{submission.student} loses {sorted(missed)} at grading, but Validate passes "
+            "it: make the requirement a visible check, or declare '# validate-misses: <grade id> <why>'")
+        extra = set(failed) - set(submission.loses)
+        assert not extra, (
+            f"{self.assignment}/{submission.student}: Validate fails {sorted(extra)}, which grading gives "
+            "full points:" + "".join(f"\n--- {cell}:\n{failed[cell][-1500:]}" for cell in sorted(extra)))
+        for cell in expected:
+            assert "Partial credit" not in failed[cell] and "did not provide a response" not in failed[cell]
+        if expected and submission.says:
+            # What the student reads on pressing Validate names the same mistake as the feedback.
+            assert any(submission.says in failed[cell] for cell in expected), (
+                f"{submission.student}: Validate should say {submission.says!r}, said:"
+                + "".join(f"\n--- {cell}:\n{failed[cell][-1500:]}" for cell in sorted(expected)))
+
+
+for _assignment in assignment_ids(REPO_ROOT):
+    if (DEMO_ROOT / _assignment).is_dir():
+        globals()[f"TestValidate_{_assignment}"] = type(
+            f"TestValidate_{_assignment}", (ValidateAgreesWithGrading,), {"assignment": _assignment})
