@@ -16,7 +16,7 @@ IPython's input pipeline sees or rewrites the grader's requests:
   under test replaced while the test ran (the grader fails that test: its verdict cannot be
   trusted). IPython's transformers and events never see a test, so they are left alone;
 - `reset` (IPython's input pipeline too) before a read-only cell that IPython runs, and
-  `remember` after it: the globals those trusted cells bound (`checks`, `torch`, ...), as they
+  `remember` after it: the globals those trusted cells bound (`checks_accumulation`, `torch`, ...), as they
   were right after the cell ran.
 
 The test's source never enters IPython's input history (`In`, `_ih`), so a later cell cannot

@@ -5,7 +5,7 @@ import builtins
 import pytest
 import torch
 
-import helpers.checks
+import helpers.checks_accumulation
 from course_tools.kernel_guard import Guard
 
 
@@ -47,27 +47,27 @@ def test_patched_builtin_is_restored(guard):
 
 
 def test_replaced_helper_function_and_its_code(guard):
-    check = helpers.checks.check_updates
-    helpers.checks.check_updates = lambda *args, **kwargs: None
-    original_code = helpers.checks.token_references.__code__
-    helpers.checks.token_references.__code__ = (lambda *args, **kwargs: None).__code__
+    check = helpers.checks_accumulation.check_updates
+    helpers.checks_accumulation.check_updates = lambda *args, **kwargs: None
+    original_code = helpers.checks_accumulation.token_references.__code__
+    helpers.checks_accumulation.token_references.__code__ = (lambda *args, **kwargs: None).__code__
     undone = guard.restore({})
-    assert "helpers.checks.check_updates" in undone
-    assert "helpers.checks.token_references.__code__" in undone
-    assert helpers.checks.check_updates is check
-    assert helpers.checks.token_references.__code__ is original_code
+    assert "helpers.checks_accumulation.check_updates" in undone
+    assert "helpers.checks_accumulation.token_references.__code__" in undone
+    assert helpers.checks_accumulation.check_updates is check
+    assert helpers.checks_accumulation.token_references.__code__ is original_code
 
 
 def test_remembered_globals_come_back_and_shadowed_builtins_go(guard):
-    namespace = {"checks": helpers.checks, "torch": torch}
-    guard.remember(namespace, ["checks", "torch", "not_bound_here"])
-    namespace["checks"] = object()
+    namespace = {"checks_accumulation": helpers.checks_accumulation, "torch": torch}
+    guard.remember(namespace, ["checks_accumulation", "torch", "not_bound_here"])
+    namespace["checks_accumulation"] = object()
     namespace["abs"] = lambda x: 0
     namespace["my_function"] = len  # the student's own names are theirs
-    undone = guard.restore(namespace, shadow_names=["abs", "checks"])
-    assert namespace["checks"] is helpers.checks and "abs" not in namespace
+    undone = guard.restore(namespace, shadow_names=["abs", "checks_accumulation"])
+    assert namespace["checks_accumulation"] is helpers.checks_accumulation and "abs" not in namespace
     assert namespace["my_function"] is len
-    assert set(undone) == {"the global 'checks'", "the global 'abs' (it hid the builtin)"}
+    assert set(undone) == {"the global 'checks_accumulation'", "the global 'abs' (it hid the builtin)"}
 
 
 def test_a_test_cell_may_rebind_its_own_globals(guard):
@@ -82,9 +82,10 @@ def test_replaced_module_in_sys_modules(guard, monkeypatch):
     import sys
     import types
 
-    monkeypatch.setitem(sys.modules, "helpers.checks", types.ModuleType("helpers.checks"))
-    assert "sys.modules['helpers.checks']" in guard.restore({})
-    assert sys.modules["helpers.checks"] is helpers.checks
+    monkeypatch.setitem(sys.modules, "helpers.checks_accumulation",
+                        types.ModuleType("helpers.checks_accumulation"))
+    assert "sys.modules['helpers.checks_accumulation']" in guard.restore({})
+    assert sys.modules["helpers.checks_accumulation"] is helpers.checks_accumulation
 
 
 def test_ordinary_training_and_spies_leave_no_trace(guard):

@@ -1,26 +1,24 @@
-"""Unit tests of helpers.checks: reference runs and the diagnoses of classic accumulation mistakes.
+"""Unit tests of helpers.checks_accumulation: reference runs and the diagnoses of accumulation mistakes.
 
 Each test runs a small hand-written training loop (a correct one or one with a classic mistake)
-under helpers.spies.record and checks what helpers.checks makes of it.
+under helpers.spies.record and checks what helpers.checks_accumulation makes of it.
 """
 
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from helpers import checks
-from helpers.checks import (
+from helpers import checks_accumulation
+from helpers.checks_accumulation import (
     CycleReference,
     Reference,
-    check_amp_calls,
     check_token_gradients,
     check_updates,
-    first_linear_dtypes,
     reference_run,
     student_code,
     token_references,
 )
+from helpers.checks_precision import check_amp_calls
 from helpers.data import lm_batch, make_blobs, make_token_sequences, split_by_sizes, split_micro_batches
 from helpers.grads import (
     clone_model,
@@ -756,38 +754,6 @@ def test_check_amp_calls_counts_per_update():
         check_amp_calls(log, num_micro_batches=8, num_updates=1)
 
 
-# ---------------------------------------------------------------------------------------------
-# first_linear_dtypes
-# ---------------------------------------------------------------------------------------------
-
-def test_first_linear_dtypes_sees_autocast_and_removes_hook():
-    model = MLP(6, 8, 3, seed=44)
-    x, _ = make_blobs(4, 6, 3)
-    first = model.layers[0]
-    with first_linear_dtypes(model) as dtypes:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            model(x)
-        assert dtypes == [torch.bfloat16]
-        model(x)
-    assert dtypes == [torch.bfloat16, torch.float32]
-    assert not first._forward_hooks
-    model(x)
-    assert dtypes == [torch.bfloat16, torch.float32]
-
-
-def test_first_linear_dtypes_removes_hook_on_error():
-    model = MLP(6, 8, 3)
-    with pytest.raises(RuntimeError, match="boom"), first_linear_dtypes(model):
-        raise RuntimeError("boom")
-    assert not model.layers[0]._forward_hooks
-
-
-def test_first_linear_dtypes_needs_a_linear_layer():
-    with pytest.raises(ValueError, match="at least one nn.Linear"), \
-            first_linear_dtypes(nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())):
-        pass
-
-
 def test_check_token_gradients_with_the_callers_gradients():
     model = tiny_lm()
     batches = token_batches()
@@ -908,236 +874,186 @@ def test_student_code_keeps_stderr_empty_for_a_student_who_warns(capsys):
 
 
 # ---------------------------------------------------------------------------------------------
-# Lesson 01: running (stderr, errors in the course's words), the audit and AMP-step checks
+# The exercises' runs: prefixed, check_training, check_token_accumulation, AmpAccumulationChecks
 # ---------------------------------------------------------------------------------------------
 
-def test_running_keeps_stderr_empty_for_a_student_who_warns(capsys):
-    import sys
-    import warnings
-
-    def chatty_cast_fate(values, dtype):
-        warnings.warn("a harmless warning from the student's code", UserWarning, stacklevel=1)
-        print("a note on stderr", file=sys.stderr)
-        return ["exact"] * len(values)
-
-    with checks.running("cast_fate", checks.CAST_FATE_ERRORS):
-        fates = chatty_cast_fate(torch.tensor([1.0, 2.0]), torch.float16)
-    assert fates == ["exact", "exact"]
-    shown = capsys.readouterr()
-    assert shown.err == ""
-    assert "a harmless warning from the student's code" in shown.out and "a note on stderr" in shown.out
+def test_prefixed_starts_an_assertion_message_and_lets_other_errors_through():
+    with pytest.raises(AssertionError, match="^with accum_steps=2: wrong$"), \
+            checks_accumulation.prefixed("with accum_steps=2"):
+        raise AssertionError("wrong")
+    with pytest.raises(AssertionError, match="^wrong$"), checks_accumulation.prefixed(None):
+        raise AssertionError("wrong")
+    with pytest.raises(ValueError, match="^other$"), checks_accumulation.prefixed("where"):
+        raise ValueError("other")
 
 
-def test_amp_step_check_passes_a_student_who_warns_without_stderr(capsys):
-    import sys
-    import warnings
-
-    x, y = make_blobs(32, 6, 3, seed=31)
-    model = MLP(6, 8, 3, seed=32)
-    reference = checks.amp_reference_step(model, F.cross_entropy, x, y, 0.05, torch.float16, 1024.0)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
-    with record(model=model, optimizer=optimizer, scaler=scaler) as log, \
-            checks.running("amp_train_step", checks.AMP_STEP_ERRORS):
-        warnings.warn("the student's own warning", UserWarning, stacklevel=1)
-        print("the student's stderr", file=sys.stderr)
-        amp_step(model, optimizer, scaler, x, y, 0.05, torch.float16)
-    checks.check_amp_calls(log, num_micro_batches=1, num_updates=1)
-    checks.check_amp_step_gradient(log.of("step")[0].info["grads"], reference, 0.05)
-    assert capsys.readouterr().err == ""
+def as_exercise(loop):
+    """A loop of this file called as exercises 1 and 2 call theirs: (model, optimizer, loss_fn, ...)."""
+    return lambda model, optimizer, _loss_fn, batches, accum_steps: loop(model, optimizer, batches,
+                                                                          accum_steps)
 
 
-@pytest.mark.parametrize(("raise_it", "phrase"), [
-    (lambda: bool(torch.ones(2) == torch.ones(2)), "decide the fate of one value at a time"),
-    (lambda: torch.ones(3).item(), "on the whole tensor"),
-    (lambda: (1.0).to(torch.float16), "cast the whole tensor first"),
+def training_case(sizes, accum_steps, seed=11):
+    """A fresh MLP, the micro-batches of `sizes` and the reference_run of their cycles."""
+    batches, model = sized_batches(sizes), MLP(6, 8, 3, seed=seed)
+    reference = reference_run(model, F.cross_entropy, cycles_of(batches, accum_steps), lr=LR,
+                              accum_steps=accum_steps)
+    return model, batches, reference
+
+
+def test_check_training_passes_a_correct_loop_and_returns_its_log():
+    model, batches, reference = training_case([8] * 8 + [12, 4], 4)
+    log = checks_accumulation.check_training(as_exercise(correct_loop), "train_accumulated_any_sizes", model,
+                                             batches, 4, reference, lr=LR, old_seed=24, name_empty_cycle=True)
+    assert log.count("step") == 3 and log.count("backward") == 10
+
+
+@pytest.mark.parametrize(("loop", "phrase"), [
+    (no_division, "4x too large"),
+    (clears_only_after_step, "still holds the gradients that were in .grad before"),
+    (step_every_micro_batch, "optimizer.step() ran 8 times for 8 micro-batches with accum_steps=4"),
 ])
-def test_running_names_cast_fate_errors(raise_it, phrase):
-    with pytest.raises(AssertionError, match=phrase), checks.running("cast_fate", checks.CAST_FATE_ERRORS):
-        raise_it()
+def test_check_training_names_the_mistake_after_where(loop, phrase):
+    model, batches, reference = training_case([8] * 8, 4)
+    with pytest.raises(AssertionError) as problem:
+        checks_accumulation.check_training(as_exercise(loop), "train_accumulated", model, batches, 4,
+                                           reference, lr=LR, old_seed=15, old_scale=3.0,
+                                           where="with accum_steps=4")
+    assert str(problem.value).startswith("with accum_steps=4: ") and phrase in str(problem.value)
 
 
-def test_running_passes_not_implemented_and_unknown_errors_through():
-    with pytest.raises(NotImplementedError), checks.running("cast_fate", checks.CAST_FATE_ERRORS):
-        raise NotImplementedError()
-    with pytest.raises(KeyError), checks.running("cast_fate", checks.CAST_FATE_ERRORS):
-        raise KeyError("something else")
+def test_check_training_names_an_empty_cycle_only_when_asked():
+    def divides_by_an_empty_cycle(model, optimizer, loss_fn, batches, accum_steps):
+        return 1 / sum(len(x) for x in [])
+
+    model, batches, reference = training_case([8] * 10, 5)
+    with pytest.raises(AssertionError, match="^train_accumulated_any_sizes stopped with ZeroDivisionError.*"
+                                             "one more, empty cycle"):
+        checks_accumulation.check_training(divides_by_an_empty_cycle, "train_accumulated_any_sizes", model,
+                                           batches, 5, reference, lr=LR, old_seed=24, name_empty_cycle=True)
+    with pytest.raises(ZeroDivisionError):
+        checks_accumulation.check_training(divides_by_an_empty_cycle, "train_accumulated", model, batches, 5,
+                                           reference, lr=LR, old_seed=24)
 
 
-def amp_step(model, optimizer, scaler, x, y, max_norm, amp_dtype, *, zero=True, loss_inside=True,
-             clip=True, unscale_twice=False, scaled=True):
-    """A mixed-precision step, correct by default; each flag makes one classic mistake."""
-    if zero:
-        optimizer.zero_grad(set_to_none=True)
-    with torch.autocast("cpu", dtype=amp_dtype):
-        output = model(x)
-        loss = F.cross_entropy(output, y) if loss_inside else None
-    loss = F.cross_entropy(output, y) if loss is None else loss
-    (scaler.scale(loss) if scaled else loss).backward()
-    scaler.unscale_(optimizer)
-    if unscale_twice:
-        scaler.unscale_(optimizer)
-    if clip:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-    scaler.step(optimizer)
-    scaler.update()
-    return loss.item()
+def test_check_token_accumulation_passes_the_token_mean_and_adds_to_the_callers_gradients():
+    model, batches = tiny_lm(), token_batches()
+    log = checks_accumulation.check_token_accumulation(token_mean_accumulation, model, batches, -100,
+                                                       token_references(model, batches), old_seed=35)
+    assert log.count("backward") == 4
 
 
-@pytest.mark.parametrize(("mistake", "phrase"), [
-    ({}, None),
-    ({"zero": False}, "clear old gradients first"),
-    ({"loss_inside": False}, "loss computed outside torch.autocast"),
-    ({"clip": False}, "was not clipped to max_norm=0.05"),
-])
-@pytest.mark.parametrize("amp_dtype", [torch.float16, torch.bfloat16])
-def test_check_amp_step_gradient_names_the_mistake(mistake, phrase, amp_dtype):
-    x, y = make_blobs(32, 6, 3, seed=31)
-    model = MLP(6, 8, 3, seed=32)
-    reference = checks.amp_reference_step(model, F.cross_entropy, x, y, 0.05, amp_dtype, 1024.0)
-    assert param_snapshot(model).keys() == reference.grads.keys()
-    assert all(p.grad is None for p in model.parameters()), "the reference must not touch the model"
-    for parameter in model.parameters():
-        parameter.grad = torch.full_like(parameter, 5.0)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
-    with record(model=model, optimizer=optimizer, scaler=scaler) as log:
-        loss = amp_step(model, optimizer, scaler, x, y, 0.05, amp_dtype, **mistake)
-    candidate = log.of("step")[0].info["grads"]
-    if phrase is None:
-        checks.check_amp_step_gradient(candidate, reference, 0.05, stale=5.0, scale=1024.0)
-        assert loss == reference.loss
-    else:
-        with pytest.raises(AssertionError, match=phrase):
-            checks.check_amp_step_gradient(candidate, reference, 0.05, stale=5.0, scale=1024.0)
+def test_check_token_accumulation_messages_visible_and_unseen():
+    model, batches = tiny_lm(), token_batches()
+    references = token_references(model, batches)
+    where = "with ignore_index=-100 and [1, 1, 1, 1] sequences per micro-batch: "
+
+    def check(accumulate, **kwargs):
+        with pytest.raises(AssertionError) as problem:
+            checks_accumulation.check_token_accumulation(accumulate, model, batches, -100, references,
+                                                         old_seed=35, **kwargs)
+        return str(problem.value)
+
+    def mean_of_means(model, micro_batches, ignore_index):
+        mean_of_means_accumulation(model, micro_batches)
+        return 1.0
+
+    def first_micro_batch_only(model, micro_batches, ignore_index):
+        return token_mean_accumulation(model, micro_batches[:1], ignore_index)
+
+    def returns_a_tensor(model, micro_batches, ignore_index):
+        return torch.tensor(token_mean_accumulation(model, micro_batches, ignore_index))
+
+    def wrong_loss(model, micro_batches, ignore_index):
+        return token_mean_accumulation(model, micro_batches, ignore_index) * 2
+
+    assert check(mean_of_means).startswith(where) and "October 2024" in check(mean_of_means)
+    assert check(first_micro_batch_only) == (
+        f"{where}backward ran 1 times for 4 micro-batches: run one forward and one backward per micro-batch "
+        "(that is what keeps memory low)")
+    assert check(first_micro_batch_only, where="there", unseen=True) == \
+        "there: run one backward per micro-batch"
+    assert check(returns_a_tensor) == "return a Python float (.item() once, at the end), not Tensor"
+    assert check(returns_a_tensor, where="there", unseen=True).startswith("there: returned loss tensor(")
+    assert check(wrong_loss).startswith(f"{where}returned loss ")
+    assert "mean loss over the real tokens of the cycle is" in check(wrong_loss)
 
 
-def test_check_amp_step_gradient_names_gradients_cleared_before_step():
-    x, y = make_blobs(32, 6, 3, seed=31)
-    model = MLP(6, 8, 3, seed=32)
-    reference = checks.amp_reference_step(model, F.cross_entropy, x, y, 0.05, torch.float16, 1024.0)
-    with pytest.raises(AssertionError, match="cleared between backward and step"):
-        checks.check_amp_step_gradient({n: None for n in reference.grads}, reference, 0.05)
-
-
-@pytest.mark.parametrize(("mistake", "phrase"), [
-    ({"unscale_twice": True}, "ran twice in one step"),
-    ({"scaled": False}, "not loss.backward()"),
-])
-def test_running_names_gradscaler_errors_of_one_step(mistake, phrase):
-    x, y = make_blobs(32, 6, 3, seed=31)
-    model = MLP(6, 8, 3, seed=32)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
-    with pytest.raises(AssertionError, match=phrase), \
-            checks.running("amp_train_step", checks.AMP_STEP_ERRORS):
-        amp_step(model, optimizer, scaler, x, y, 0.05, torch.float16, **mistake)
-
-
-def test_reused_leaf_model_records_last_dtype_in_first_place():
-    model = checks.replay(checks.ReusedLeafModel(8), torch.randn(3, 8), torch.bfloat16)
-    assert list(model.ran) == ["act", "lin"] and model.calls == 1
-    assert model.first["act"] == torch.float32 and model.ran["act"] == torch.bfloat16
-    checks.check_audit(dict(model.ran), model.ran, "probe", first=model.first)
-
-
-@pytest.mark.parametrize(("report", "phrase"), [
-    ({"act": torch.float32, "lin": torch.bfloat16}, "reports its LAST output's dtype"),
-    ({"lin": torch.bfloat16, "act": torch.bfloat16}, "keeps the place of its first run"),
-    ({"act": torch.bfloat16, "lin": torch.bfloat16, "unused": None}, "only those that ran"),
-    ({"act": torch.float32, "lin": torch.float32}, "inside torch.autocast"),
-    ({"act": "torch.bfloat16", "lin": "torch.bfloat16"}, "map each leaf's name to the torch.dtype"),
-    ([("act", torch.bfloat16)], "should return a dict"),
-])
-def test_check_audit_names_the_clause(report, phrase):
-    model = checks.replay(checks.ReusedLeafModel(8), torch.randn(3, 8), torch.bfloat16)
-    with pytest.raises(AssertionError, match=phrase):
-        checks.check_audit(report, model.ran, "probe", first=model.first)
-
-
-def test_check_audit_left_no_trace():
-    model = nn.Sequential(nn.Linear(4, 4))
-    before = param_snapshot(model)
-    checks.check_audit_left_no_trace(model, before)
-    handle = model[0].register_forward_hook(lambda *args: None)
-    with pytest.raises(AssertionError, match="remove your forward hooks"):
-        checks.check_audit_left_no_trace(model, before)
-    handle.remove()
-    with torch.no_grad():
-        model[0].weight.add_(1.0)
-    with pytest.raises(AssertionError, match="the parameters changed"):
-        checks.check_audit_left_no_trace(model, before)
-
-
-def fates_reference(values, dtype):
-    cast = values.to(dtype).float()
-    normal = torch.finfo(dtype).smallest_normal
-    return ["overflow" if c.isinf() else "underflow" if c == 0 else "subnormal" if c.abs() < normal
-            else "exact" if c == v else "rounded" for v, c in zip(values, cast, strict=True)]
-
-
-def test_check_cast_fate_passes_the_reference_and_prints_values_exactly(capsys):
-    values = torch.tensor([1.0, 70000.0, 1e-8, 2.0 ** -24, 2.0 ** -14 * (1 - 2.0 ** -12)])
-    checks.check_cast_fate(fates_reference, values, fates_reference)
-    checks.check_cast_fate(fates_reference, values, fates_reference, unseen=True)
-
-    def exact_before_subnormal(values, dtype):
-        return ["exact" if f == "subnormal" and v.to(dtype).float() == v else f
-                for v, f in zip(values, fates_reference(values, dtype), strict=True)]
-
-    with pytest.raises(AssertionError, match=r"5.96046448e-08 should be 'subnormal', your function says"):
-        checks.check_cast_fate(exact_before_subnormal, values, fates_reference)
-    with pytest.raises(AssertionError, match="one string per value"):
-        checks.check_cast_fate(lambda values, dtype: "exact", values, fates_reference, unseen=True)
-
-
-def test_check_autocast_audit_with_a_reference_and_the_reused_leaf_model():
-    def audit(model, x, dtype):
-        report, handles = {}, []
-        for name, module in model.named_modules():
-            if not list(module.children()):
-                handles.append(module.register_forward_hook(
-                    lambda _m, _i, out, name=name: report.__setitem__(name, out.dtype)))
-        with torch.no_grad(), torch.autocast(x.device.type, dtype=dtype):
-            model(x)
-        for handle in handles:
-            handle.remove()
-        return report
-
-    def replay_sequential(sequential, x, dtype):
-        return {name: dtype for name, _ in sequential.named_children()}     # Linear layers only
-
-    x = torch.randn(3, 8)
-    assert checks.check_autocast_audit(audit, nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2)), x,
-                                       torch.bfloat16, "two layers", replay_sequential) == {
-        "0": torch.bfloat16, "1": torch.bfloat16}
-    assert checks.check_autocast_audit(audit, checks.ReusedLeafModel(8), x, torch.float16, "reused") == {
-        "act": torch.float16, "lin": torch.float16}
-
-    def audit_twice(model, x, dtype):
-        audit(model, x, dtype)
-        return audit(model, x, dtype)
-
-    with pytest.raises(AssertionError, match="ran the model 2 times"):
-        checks.check_autocast_audit(audit_twice, checks.ReusedLeafModel(8), x, torch.float16, "reused")
-
-
-def test_check_amp_train_step_and_skips_inf():
-    x, y = make_blobs(32, 6, 3, seed=31)
-
-    def correct(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype):
-        return amp_step(model, optimizer, scaler, x, y, max_norm, amp_dtype)
-
-    def optimizer_step_directly(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype):
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=amp_dtype):
-            loss = loss_fn(model(x), y)
+def amp_loop(model, optimizer, scaler, loss_fn, micro_batches, accum_steps, max_norm, amp_dtype=None, *,
+             enabled=True, via_scaler=True, new_scale=None, divide=True):
+    """Exercise 4's loop, correct by default; each keyword makes one mistake."""
+    device_type = next(model.parameters()).device.type
+    losses = []
+    for index, (x, y) in enumerate(micro_batches):
+        if index % accum_steps == 0:
+            optimizer.zero_grad(set_to_none=True)
+            cycle_loss = 0.0
+        with torch.autocast(device_type, dtype=amp_dtype, enabled=amp_dtype is not None if enabled else True):
+            loss = loss_fn(model(x), y) / (accum_steps if divide else 1)
         scaler.scale(loss).backward()
-        optimizer.step()
-        return loss.item()
+        cycle_loss += loss.item()
+        if (index + 1) % accum_steps == 0:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer) if via_scaler else optimizer.step()
+            scaler.update(new_scale)
+            losses.append(cycle_loss)
+    return losses
 
-    log = checks.check_amp_train_step(correct, 32, x, y, 0.05, torch.bfloat16)
-    assert log.count("scaler_step") == 1
-    checks.check_amp_step_skips_inf(correct, x, y)
-    with pytest.raises(AssertionError, match="stepped although the gradients held inf"):
-        checks.check_amp_step_skips_inf(optimizer_step_directly, x, y)
+
+def amp_checks(**mistake):
+    def loop(*args, **kwargs):
+        return amp_loop(*args, **kwargs, **mistake)
+
+    def reference(model, cycles, max_norm):
+        return reference_run(model, F.cross_entropy, cycles, lr=LR, max_norm=max_norm)
+
+    return checks_accumulation.AmpAccumulationChecks(loop, reference, lr=LR)
+
+
+def test_amp_accumulation_checks_pass_a_correct_loop():
+    batches, checks = equal_batches(), amp_checks()
+    run = checks.check_updates(42, batches, 4, max_norm=0.05)
+    assert run.dtypes == {torch.float32} and run.log.count("step") == 2 and len(run.losses) == 2
+    checks.check_updates(45, batches, 4, max_norm=1e6, clip=False)
+    assert checks.check_skips_inf(43, batches, 4, max_norm=0.05, inf_at=(5, 0, 0)).scaler.get_scale() == 512.0
+    checks.check_skips_inf(48, batches[:6], 2, max_norm=0.05, inf_at=(1, 2, 3), unseen=True)
+    assert checks.check_float16(44, batches[:4], 2, max_norm=0.05, init_scale=256.0).dtypes == {torch.float16}
+    assert batches[5][0].isfinite().all(), "the inf goes into a copy of the test's micro-batches"
+
+
+@pytest.mark.parametrize(("mistake", "check", "message"), [
+    ({"enabled": False}, "updates",
+     "with amp_dtype=None the first Linear layer ran in {torch.bfloat16}: autocast must be off"),
+    ({"divide": False}, "updates",
+     "with accum_steps=4 and max_norm=1e+06: the gradient at update 1 is the plain sum"),
+    ({"via_scaler": False}, "inf",
+     "the optimizer really stepped 2 times, but the second cycle's gradients hold inf: let scaler.step"),
+    ({"via_scaler": False}, "inf unseen",
+     "with an inf in the first of three cycles the optimizer really stepped 3 times, not 2: let scaler.step"),
+    ({"new_scale": 1024.0}, "inf",
+     "after one inf the scale should halve from 1024 to 512, it is 1024: call scaler.update() once"),
+    ({"new_scale": 1024.0}, "inf unseen",
+     "after one inf in three cycles the scale should be 512, it is 1024"),
+])
+def test_amp_accumulation_checks_name_the_mistake(mistake, check, message):
+    batches, checks = equal_batches(), amp_checks(**mistake)
+    with pytest.raises(AssertionError) as problem:
+        if check == "updates":
+            checks.check_updates(45, batches, 4, max_norm=1e6, where="with accum_steps=4 and max_norm=1e+06")
+        elif check == "inf":
+            checks.check_skips_inf(43, batches, 4, max_norm=0.05, inf_at=(5, 0, 0))
+        else:
+            checks.check_skips_inf(48, batches[:6], 2, max_norm=0.05, inf_at=(1, 2, 3), unseen=True)
+    assert str(problem.value).startswith(message)
+
+
+def test_amp_accumulation_checks_float16_needs_autocast():
+    def no_autocast(model, optimizer, scaler, loss_fn, micro_batches, accum_steps, max_norm, amp_dtype=None):
+        return amp_loop(model, optimizer, scaler, loss_fn, micro_batches, accum_steps, max_norm, None)
+
+    checks = checks_accumulation.AmpAccumulationChecks(no_autocast, lambda model, cycles, max_norm: None)
+    with pytest.raises(AssertionError, match=r"\{torch.float32\}: run the forward inside torch.autocast"):
+        checks.check_float16(44, equal_batches()[:4], 2, max_norm=0.05, init_scale=256.0)
+    with pytest.raises(AssertionError, match=r"produced \{torch.float32\}: use amp_dtype$"):
+        checks.check_float16(44, equal_batches()[:4], 2, max_norm=0.05, init_scale=256.0, unseen=True)

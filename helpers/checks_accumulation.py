@@ -1,0 +1,590 @@
+"""Reference runs and diagnoses for the gradient-accumulation exercises (lesson 02).
+
+Each check compares a student's run (recorded by helpers.spies) with a reference computed
+on a copy of the model from whole, concatenated batches: the thing accumulation must reproduce.
+When they differ, the check recomputes the gradients that each classic mistake would have
+produced and names the mistake that matches. The student's code runs inside `student_code`
+(`helpers.capture.running` with GradScaler's errors named); the GradScaler call pattern and the
+autocast dtype are lesson 01's checks (`helpers.checks_precision`).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers import models, spies
+from helpers.capture import running
+from helpers.checks_precision import check_amp_calls, clip_grads, first_linear_dtypes
+from helpers.grads import clone_model, compare, fill_grads, grad_snapshot, param_snapshot
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+GradDict = dict[str, torch.Tensor]
+
+# Accumulated and full-batch gradients differ only by float32 summation order.
+RTOL = 1e-4
+ATOL = 1e-6
+
+
+@dataclass
+class CycleReference:
+    """What one optimizer update should see (its cycle has `size` micro-batches), plus the
+    gradients of the classic mistakes."""
+
+    grads: GradDict
+    loss: float
+    size: int
+    mistakes: dict[str, GradDict] = field(default_factory=dict)
+
+
+@dataclass
+class Reference:
+    """A full-batch SGD run: one CycleReference per update and the final parameters."""
+
+    cycles: list[CycleReference]
+    final_params: GradDict
+    accum_steps: int
+    num_micro_batches: int
+
+
+def _concat(cycle: Sequence[Batch]) -> Batch:
+    return torch.cat([x for x, _ in cycle]), torch.cat([y for _, y in cycle])
+
+
+def _micro_grads(model: nn.Module, loss_fn: Callable, cycle: Sequence[Batch]) -> list[GradDict]:
+    grads = []
+    for x, y in cycle:
+        model.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        grads.append(grad_snapshot(model))
+    model.zero_grad(set_to_none=True)
+    return grads
+
+
+def _weighted_sum(grads: list[GradDict], weights: list[float]) -> GradDict:
+    return {name: sum(w * g[name] for g, w in zip(grads, weights, strict=True)) for name in grads[0]}
+
+
+
+def _mistakes(micro: list[GradDict], sizes: list[int], accum_steps: int,
+              max_norm: float | None) -> dict[str, GradDict]:
+    count = len(micro)
+    mistakes = {}
+    if max_norm is not None:
+        # Checked first: with equal micro-batches the unclipped gradient equals some of the
+        # weighting mistakes below, and "not clipped" is then the true diagnosis.
+        mistakes["not_clipped"] = _weighted_sum(micro, [s / sum(sizes) for s in sizes])
+        running = None
+        for grads in micro:
+            step = {n: g / accum_steps for n, g in grads.items()}
+            running = step if running is None else {n: running[n] + step[n] for n in step}
+            running = clip_grads(running, max_norm)
+        mistakes["clipped_every_micro_batch"] = running
+    mistakes.update({
+        "no_division": _weighted_sum(micro, [1.0] * count),
+        "last_micro_batch_only": _weighted_sum(micro[-1:], [1.0 / accum_steps]),
+        "last_micro_batch_only_undivided": micro[-1],
+        "equal_weights": _weighted_sum(micro, [1.0 / count] * count),
+    })
+    if count != accum_steps:
+        # In a full cycle this equals "equal_weights"; only a short cycle tells them apart.
+        mistakes["divided_by_accum_steps"] = _weighted_sum(micro, [1.0 / accum_steps] * count)
+    return mistakes
+
+
+def reference_run(model: nn.Module, loss_fn: Callable, cycles: Sequence[Sequence[Batch]], *,
+                  lr: float, max_norm: float | None = None,
+                  accum_steps: int | None = None) -> Reference:
+    """Plain SGD (p -= lr * grad) on a copy of `model`, one update per cycle of (x, y) micro-batches.
+
+    Each update uses the gradient of loss_fn over the whole cycle concatenated (loss_fn must
+    average over samples, like F.cross_entropy), clipped to `max_norm` if given. The model
+    itself is not touched. `accum_steps` (default: the longest cycle) is only used to name
+    mistakes such as dividing a short cycle by accum_steps.
+    """
+    if not cycles or any(len(cycle) == 0 for cycle in cycles):
+        raise ValueError("reference_run needs at least one cycle, each with at least one micro-batch")
+    twin = clone_model(model)
+    accum_steps = accum_steps or max(len(cycle) for cycle in cycles)
+    references = []
+    for cycle in cycles:
+        micro = _micro_grads(twin, loss_fn, cycle)
+        x, y = _concat(cycle)
+        loss = loss_fn(twin(x), y)
+        loss.backward()
+        full = grad_snapshot(twin)
+        if max_norm is not None:
+            full = clip_grads(full, max_norm)
+        sizes = [len(mx) for mx, _ in cycle]
+        references.append(CycleReference(full, loss.item(), len(cycle),
+                                         _mistakes(micro, sizes, accum_steps, max_norm)))
+        with torch.no_grad():
+            for name, param in twin.named_parameters():
+                param -= lr * full[name]
+        twin.zero_grad(set_to_none=True)
+    return Reference(references, param_snapshot(twin), accum_steps, sum(len(c) for c in cycles))
+
+
+MISTAKE_MESSAGES = {
+    "no_division": (
+        "the gradient at update {update} is the plain sum of the micro-batch gradients, {n}x too large: "
+        "divide each micro-batch loss by the number of micro-batches in the cycle (accum_steps)"
+    ),
+    "last_micro_batch_only": (
+        "the gradient at update {update} holds only the last micro-batch: zero_grad() ran inside the "
+        "cycle and wiped the earlier micro-batches. Call zero_grad() once, at the start of a cycle"
+    ),
+    "divided_by_accum_steps": (
+        "update {update} divided its micro-batch losses by accum_steps={k}, but its cycle has "
+        "{n} micro-batches: weight each micro-batch by its share of the samples in its own cycle"
+    ),
+    "equal_weights": (
+        "update {update} weighted every micro-batch equally, but they hold different numbers of "
+        "samples: weight each micro-batch's mean loss by its share of the samples in the cycle"
+    ),
+    "clipped_every_micro_batch": (
+        "the gradient at update {update} was clipped after every micro-batch: clip once per "
+        "cycle, after the last backward (and after scaler.unscale_)"
+    ),
+    "not_clipped": (
+        "the gradient at update {update} was never clipped: call "
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) once per cycle, before step"
+    ),
+}
+MISTAKE_MESSAGES["last_micro_batch_only_undivided"] = MISTAKE_MESSAGES["last_micro_batch_only"]
+
+
+STALE_MESSAGE = (
+    "the gradient at update {update} still holds the gradients that were in .grad before your "
+    "function was called: clear them before the first backward, with zero_grad at the start of "
+    "every cycle (or once before the loop as well as after every step)"
+)
+
+
+def _matches_cycle(candidate: GradDict, cycle: CycleReference) -> bool:
+    """True if `candidate` is the cycle's gradient or the gradient of one of its classic mistakes."""
+    return any(compare(candidate, grads).close(rtol=RTOL, atol=ATOL)
+               for grads in (cycle.grads, *cycle.mistakes.values()))
+
+
+def diagnose_gradient(candidate: GradDict, cycle: CycleReference, update: int, cycle_size: int,
+                      accum_steps: int, stale: GradDict | None = None) -> str | None:
+    """None if `candidate` matches the cycle's full-batch gradient, else a message naming the mistake.
+
+    `stale`: the gradients .grad held before the student's function ran (only for the first
+    update); a candidate that is those plus a cycle's gradient is named as leaked old gradients.
+    """
+    missing = [name for name, g in candidate.items() if g is None]
+    if missing:
+        return (f"at update {update} the parameters {missing[:3]} had no gradient: "
+                "run loss.backward() for every micro-batch before optimizer.step()")
+    result = compare(candidate, cycle.grads)
+    if result.close(rtol=RTOL, atol=ATOL):
+        return None
+    if stale is not None and all(stale.get(name) is not None for name in candidate):
+        without = {name: g - stale[name] for name, g in candidate.items()}
+        if _matches_cycle(without, cycle):
+            return STALE_MESSAGE.format(update=update)
+    for mistake, grads in cycle.mistakes.items():
+        if compare(candidate, grads).close(rtol=RTOL, atol=ATOL):
+            return MISTAKE_MESSAGES[mistake].format(update=update, k=accum_steps, n=cycle_size)
+    return (f"the gradient at update {update} differs from the full-batch gradient of its cycle "
+            f"({result}): it should be the gradient of the mean loss over all samples of the cycle")
+
+
+_NOT_GIVEN = object()
+
+
+def check_updates(log, reference: Reference,
+                  returned_losses: Sequence[float] | None = _NOT_GIVEN, *,
+                  final_params: GradDict | None = None, stale_grads: GradDict | None = None) -> None:
+    """Assert that a recorded run made the reference's updates; the message names the first mistake.
+
+    `log` is a helpers.spies.CallLog recorded with model= and optimizer=; `reference` the
+    reference_run of the same cycles (it knows each cycle's size); `returned_losses` what the
+    student's function returned (a list of Python floats, one per update; omit it to skip that
+    check); `final_params` the student's parameters after the run; `stale_grads` what .grad held
+    before the run.
+    """
+    k, n = reference.accum_steps, reference.num_micro_batches
+    expected_updates = len(reference.cycles)
+    steps = log.of("step")
+    backwards = log.count("backward")
+    if backwards != n:
+        raise AssertionError(f"loss.backward() ran {backwards} times for {n} micro-batches: "
+                             "run exactly one backward per micro-batch")
+    if len(steps) != expected_updates:
+        if len(steps) == n:
+            raise AssertionError(
+                f"optimizer.step() ran {n} times for {n} micro-batches with accum_steps={k}: "
+                f"step only when a cycle is full ({expected_updates} steps)")
+        if len(steps) < expected_updates and n % k:
+            raise AssertionError(
+                f"optimizer.step() ran {len(steps)} times, but {n} micro-batches with accum_steps={k} "
+                f"make {expected_updates} cycles: the last, shorter cycle never got its step, and its "
+                "gradients would leak into the next epoch")
+        if len(steps) == expected_updates + 1 and n % k == 0:
+            raise AssertionError(
+                f"optimizer.step() ran {len(steps)} times, but {n} micro-batches with accum_steps={k} make "
+                f"exactly {expected_updates} cycles: your loop stepped once more after the last full cycle, "
+                "with no micro-batch left (there are ceil(micro-batches / accum_steps) cycles)")
+        raise AssertionError(f"optimizer.step() ran {len(steps)} times; expected {expected_updates}, "
+                             "one per cycle of accum_steps micro-batches")
+    for update, (call, cycle) in enumerate(zip(steps, reference.cycles, strict=True), 1):
+        problem = diagnose_gradient(call.info["grads"], cycle, update, cycle.size, k,
+                                    stale=stale_grads if update == 1 else None)
+        if problem:
+            raise AssertionError(problem)
+    if final_params is not None:
+        result = compare(final_params, reference.final_params)
+        if not result.close(rtol=RTOL, atol=ATOL):
+            raise AssertionError("the gradients were right but the final parameters are not "
+                                 f"({result}): change the parameters only through optimizer.step()")
+    if returned_losses is not _NOT_GIVEN:
+        check_returned_losses(returned_losses, [cycle.loss for cycle in reference.cycles])
+
+
+def check_returned_losses(returned, expected: Sequence[float], rtol: float = 1e-4) -> None:
+    """Assert that `returned` is a list of Python floats, one per update, close to `expected`."""
+    if not isinstance(returned, (list, tuple)):
+        raise AssertionError(f"your function returned {type(returned).__name__}, not a list: return a "
+                             "list with one float per update, the mean loss of that cycle")
+    kinds = {type(v).__name__ for v in returned if not isinstance(v, numbers.Real) or isinstance(v, bool)}
+    if kinds:
+        raise AssertionError(
+            f"the returned losses hold {', '.join(sorted(kinds))}, not Python floats: sum loss.detach() "
+            "over the cycle and call .item() once per update (a tensor that still requires grad keeps "
+            "its whole graph in memory)")
+    got = [float(v) for v in returned]
+    if len(got) != len(expected) or any(not math.isclose(a, b, rel_tol=rtol, abs_tol=rtol)
+                                        for a, b in zip(got, expected, strict=False)):
+        raise AssertionError(
+            f"returned losses {[float(f'{v:.6g}') for v in got]}, but the mean losses of the cycles were "
+            f"{[float(f'{v:.6g}') for v in expected]}: return one number per update, the cycle's mean "
+            "loss (the sum of its scaled micro-batch losses)")
+
+
+def token_references(model: nn.Module, micro_batches: Sequence[Batch], ignore_index: int = -100):
+    """(full, naive, loss) for next-token micro-batches of logits-producing `model`.
+
+    full: gradients of the mean cross-entropy over every real token of all micro-batches, from
+    one forward over all sequences right-padded to a common length (the model is causal, so the
+    padding changes nothing). naive: gradients of the mean of per-micro-batch means, the
+    October 2024 bug. loss: the full-batch mean loss. The model itself is not touched.
+    """
+    if not micro_batches:
+        raise ValueError("token_references needs at least one micro-batch")
+    twin = clone_model(model)
+    length = max(inputs.shape[1] for inputs, _ in micro_batches)
+    pad = [(F.pad(i, (0, length - i.shape[1])), F.pad(t, (0, length - t.shape[1]), value=ignore_index))
+           for i, t in micro_batches]
+    inputs, targets = _concat(pad)
+    loss = F.cross_entropy(twin(inputs).flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
+    loss.backward()
+    full = grad_snapshot(twin)
+    twin.zero_grad(set_to_none=True)
+    for i, t in micro_batches:
+        mean = F.cross_entropy(twin(i).flatten(0, 1), t.flatten(), ignore_index=ignore_index)
+        (mean / len(micro_batches)).backward()
+    naive = grad_snapshot(twin)
+    return full, naive, loss.item()
+
+
+def check_token_gradients(candidate: GradDict, full: GradDict, naive: GradDict,
+                          before: GradDict | None = None) -> None:
+    """Assert that `candidate` equals the full-batch token-mean gradient; name the naive bug if it matches.
+
+    `before`: what .grad held when the student's function was called. The function must add
+    its gradient to it (the caller clears), so `candidate - before` is compared.
+    """
+    missing = [name for name, g in candidate.items() if g is None]
+    if missing:
+        raise AssertionError(f"after your function the parameters {missing[:3]} have no .grad: "
+                             "call backward() on each micro-batch's loss")
+    if before is not None:
+        if compare(candidate, full).close(rtol=RTOL, atol=ATOL):
+            raise AssertionError(
+                "your function cleared the gradients that .grad held when it was called: do not call "
+                "zero_grad (or set .grad to None); the caller clears them, and may accumulate several "
+                "calls into one update")
+        candidate = {name: g - before[name] if before.get(name) is not None else g
+                     for name, g in candidate.items()}
+    result = compare(candidate, full)
+    if result.close(rtol=RTOL, atol=ATOL):
+        return
+    if compare(candidate, naive).close(rtol=RTOL, atol=ATOL):
+        raise AssertionError(
+            "your gradient is the average of per-micro-batch mean losses, the October 2024 "
+            "gradient-accumulation bug: a micro-batch with 3 tokens weighs as much as one with 40. "
+            "Sum the token losses (reduction='sum') and divide by the real tokens of the whole cycle")
+    doubled = {name: 2 * g for name, g in full.items()}
+    if compare(candidate, doubled).close(rtol=RTOL, atol=ATOL):
+        raise AssertionError("your gradient is twice the expected one: did .grad hold gradients from "
+                             "an earlier call? Do not call backward twice per micro-batch")
+    flat_candidate = torch.cat([g.flatten() for g in candidate.values()])
+    flat_full = torch.cat([g.flatten() for g in full.values()])
+    ratio = float(flat_candidate @ flat_full) / max(float(flat_full @ flat_full), 1e-30)
+    if abs(ratio - 1) > 1e-3 and compare(candidate, {n: ratio * g for n, g in full.items()}).close(
+            rtol=RTOL, atol=ATOL):
+        raise AssertionError(
+            f"your gradient differs from the full-batch token-mean gradient by a factor: it is {ratio:.4g} "
+            "times it. The direction is right, the divisor is wrong: divide the summed token loss by the "
+            "number of real target tokens (targets != ignore_index) of the whole cycle")
+    raise AssertionError(f"your gradient differs from the full-batch token-mean gradient ({result}): "
+                         "each token of the cycle must weigh 1 / (real tokens in the whole cycle)")
+
+
+# What torch raises for the classic GradScaler mistakes of an accumulation loop, and what the
+# course says about each. Matched on torch's own message, so each fixed text appears only when
+# its cause is the cause.
+TORCH_ERRORS = (
+    ("No inf checks were recorded prior to update",
+     "scaler.update() ran without a scaler.step(optimizer) since the last update: update the scale "
+     "once per optimizer step, right after scaler.step(optimizer), not after every micro-batch (the "
+     "scale must stay the same for all micro-batches of a cycle)"),
+    ("unscale_() has already been called on this optimizer since the last update()",
+     "scaler.unscale_(optimizer) ran twice in one cycle: unscale once per cycle, after the last "
+     "micro-batch's backward, right before clipping"),
+    ("step() has already been called since the last update()",
+     "scaler.step(optimizer) ran twice without scaler.update() between them: step and update once "
+     "per cycle, after the last micro-batch's backward"),
+    ("Attempted update but _scale is None",
+     "scaler.update() ran but no loss went through scaler.scale(loss): backward through "
+     "scaler.scale(loss) for every micro-batch"),
+)
+
+
+@contextmanager
+def student_code(function: str, *, num_micro_batches: int | None = None,
+                 accum_steps: int | None = None, ignore_index: int | None = None) -> Iterator[None]:
+    """`helpers.capture.running` for lesson 02: GradScaler's errors are named by TORCH_ERRORS. With
+    `num_micro_batches` and `accum_steps` (none of the micro-batches empty), a ZeroDivisionError is
+    named as an empty cycle; with `ignore_index`, cross_entropy's "Target <ignore_index> is out of
+    bounds" as an ignore_index not passed on. Any other error propagates unchanged.
+    """
+    known = list(TORCH_ERRORS)
+    if ignore_index is not None:
+        known.append((f"Target {ignore_index} is out of bounds",
+                      f"The padding targets hold ignore_index={ignore_index}, and cross_entropy took them "
+                      "for a class: pass ignore_index=ignore_index on to F.cross_entropy (and count the "
+                      "real tokens with it)"))
+    with running(function, known):
+        try:
+            yield
+        except ZeroDivisionError as error:
+            if num_micro_batches is None or accum_steps is None:
+                raise
+            cycles = math.ceil(num_micro_batches / accum_steps)
+            raise AssertionError(
+                f"{function} stopped with ZeroDivisionError: {error}. The test passed {num_micro_batches} "
+                f"micro-batches, none of them empty, with accum_steps={accum_steps}: that makes {cycles} "
+                f"cycles (ceil({num_micro_batches} / {accum_steps})), and a count of zero means your loop "
+                "made one more, empty cycle") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The exercises' runs: the test cell chooses the data and computes the reference; these run the
+# student's function on it (old gradients in .grad, the spies recording) and assert.
+
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight")
+
+
+@contextmanager
+def prefixed(where: str | None) -> Iterator[None]:
+    """Start the message of an AssertionError raised inside the block with `where: `; None: unchanged."""
+    if where is None:
+        yield
+        return
+    try:
+        yield
+    except AssertionError as problem:
+        raise AssertionError(f"{where}: {problem}") from None
+
+
+def _cycles(micro_batches: Sequence[Batch], accum_steps: int) -> list[Sequence[Batch]]:
+    """Consecutive runs of accum_steps micro-batches (the test's data: a multiple of accum_steps)."""
+    return [micro_batches[i:i + accum_steps] for i in range(0, len(micro_batches), accum_steps)]
+
+
+def check_training(train: Callable, name: str, model: nn.Module, micro_batches: Sequence[Batch],
+                   accum_steps: int, reference: Reference, *, lr: float, old_seed: int,
+                   old_scale: float = 1.0, where: str | None = None, name_empty_cycle: bool = False):
+    """Exercises 1 and 2: put old gradients in `model`'s .grad (fill_grads(old_scale, old_seed)),
+    run train(model, SGD(lr), F.cross_entropy, micro_batches, accum_steps) under the spies, and
+    assert with check_updates that it made `reference`'s updates: backward and step counts, each
+    update's gradient (no old gradient leaking in), the final parameters, the returned losses.
+
+    `reference`: the test's reference_run of the same model, cycles and lr. `name` is the function
+    named in torch's errors; `where` starts a failed check's message; `name_empty_cycle` names a
+    ZeroDivisionError as one cycle too many. Returns the call log.
+    """
+    old = fill_grads(model, scale=old_scale, seed=old_seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    sizes = {"num_micro_batches": len(micro_batches), "accum_steps": accum_steps} if name_empty_cycle else {}
+    with spies.record(model=model, optimizer=optimizer) as log, student_code(name, **sizes):
+        losses = train(model, optimizer, F.cross_entropy, micro_batches, accum_steps)
+    with prefixed(where):
+        check_updates(log, reference, losses, final_params=param_snapshot(model), stale_grads=old)
+    return log
+
+
+def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batches: Sequence[Batch],
+                             ignore_index: int, references: tuple[GradDict, GradDict, float], *,
+                             old_seed: int, where: str | None = None, unseen: bool = False):
+    """Exercise 3: put the caller's gradients in .grad (noise of std 0.1, `old_seed`), run
+    accumulate(model, micro_batches, ignore_index=ignore_index) under the spies, and assert one
+    backward per micro-batch, that .grad grew by the full-batch token-mean gradient
+    (check_token_gradients) and that it returned the mean loss as a float (relative 1e-4).
+
+    `references`: the test's token_references(model, micro_batches, ignore_index) before the run.
+    `where` (default: the ignore_index and the sequences per micro-batch) starts the messages;
+    `unseen` gives the hidden data's shorter messages. Returns the call log.
+    """
+    full, naive, loss = references
+    if where is None:
+        where = (f"with ignore_index={ignore_index} and {[len(i) for i, _ in micro_batches]} sequences per "
+                 "micro-batch")
+    old = fill_grads(model, scale=0.1, seed=old_seed)
+    with spies.record(model=model) as log, \
+            student_code("accumulate_token_gradients", ignore_index=ignore_index):
+        returned = accumulate(model, micro_batches, ignore_index=ignore_index)
+    backwards = log.count("backward")
+    if backwards != len(micro_batches):
+        raise AssertionError(f"{where}: run one backward per micro-batch" if unseen else (
+            f"{where}: backward ran {backwards} times for {len(micro_batches)} micro-batches: "
+            "run one forward and one backward per micro-batch (that is what keeps memory low)"))
+    with prefixed(where):
+        check_token_gradients(grad_snapshot(model), full, naive, before=old)
+    if unseen:
+        if not (isinstance(returned, float) and math.isclose(returned, loss, rel_tol=1e-4)):
+            raise AssertionError(f"{where}: returned loss {returned!r}, but the mean loss over the real "
+                                 f"tokens is {loss:.6g}")
+        return log
+    if not isinstance(returned, float):
+        raise AssertionError("return a Python float (.item() once, at the end), not "
+                             f"{type(returned).__name__}")
+    if not math.isclose(returned, loss, rel_tol=1e-4):
+        raise AssertionError(f"{where}: returned loss {returned:.6g}, but the mean loss over the real tokens "
+                             f"of the cycle is {loss:.6g}")
+    return log
+
+
+@dataclass
+class AmpRun:
+    """What one run of Exercise 4's loop left: the model, the old gradients its .grad held before,
+    the call log, the returned losses, the dtypes the first Linear layer produced, the GradScaler."""
+
+    model: nn.Module
+    old: GradDict
+    log: spies.CallLog
+    losses: object
+    dtypes: set[torch.dtype]
+    scaler: torch.amp.GradScaler
+
+
+@dataclass
+class AmpAccumulationChecks:
+    """Exercise 4's checks of `train` (the student's train_accumulated_amp). Each runs it on a fresh
+    MLP(6, 8, 3, seed) whose .grad holds old gradients, with SGD(lr) and a CPU GradScaler, and
+    compares with `reference(model, cycles, max_norm)`: the test's plain SGD (same lr) on whole
+    cycles, clipped to max_norm unless it is None."""
+
+    train: Callable
+    reference: Callable[[nn.Module, Sequence[Sequence[Batch]], float | None], Reference]
+    lr: float = 0.5
+
+    def run(self, seed: int, micro_batches: Sequence[Batch], accum_steps: int, max_norm: float,
+            amp_dtype: torch.dtype | None = None, init_scale: float = 1024.0) -> AmpRun:
+        """The student's loop on a fresh MLP(seed) whose .grad holds old gradients (seed `seed`)."""
+        model = models.MLP(6, 8, 3, seed=seed)
+        old = fill_grads(model, seed=seed)
+        optimizer = torch.optim.SGD(model.parameters(), lr=self.lr)
+        scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
+        with spies.record(model=model, optimizer=optimizer, scaler=scaler) as log, \
+                first_linear_dtypes(model) as dtypes, student_code("train_accumulated_amp"):
+            losses = self.train(model, optimizer, scaler, F.cross_entropy, micro_batches,
+                                accum_steps=accum_steps, max_norm=max_norm, amp_dtype=amp_dtype)
+        return AmpRun(model, old, log, losses, set(dtypes), scaler)
+
+    def _reference(self, seed: int, cycles: Sequence[Sequence[Batch]], max_norm: float | None) -> Reference:
+        return self.reference(models.MLP(6, 8, 3, seed=seed), cycles, max_norm)
+
+    def check_updates(self, seed: int, micro_batches: Sequence[Batch], accum_steps: int, max_norm: float, *,
+                      clip: bool = True, where: str | None = None) -> AmpRun:
+        """Without autocast: assert the first Linear layer ran in float32, the GradScaler call pattern
+        (check_amp_calls) and check_updates against the reference of the same cycles, clipped to
+        max_norm (`clip=False`: unclipped, for a max_norm too large to bind). `where` starts the
+        messages of the last two."""
+        run = self.run(seed, micro_batches, accum_steps, max_norm)
+        if run.dtypes != {torch.float32}:
+            raise AssertionError(
+                f"with amp_dtype=None the first Linear layer ran in {run.dtypes}: autocast must be off, pass "
+                "enabled=amp_dtype is not None (with dtype=None autocast falls back to its default dtype)")
+        cycles = _cycles(micro_batches, accum_steps)
+        with prefixed(where):
+            check_amp_calls(run.log, num_micro_batches=len(micro_batches), num_updates=len(cycles))
+            check_updates(run.log, self._reference(seed, cycles, max_norm if clip else None), run.losses,
+                          final_params=param_snapshot(run.model), stale_grads=run.old)
+        return run
+
+    def check_skips_inf(self, seed: int, micro_batches: Sequence[Batch], accum_steps: int, max_norm: float, *,
+                        inf_at: tuple[int, int, int], unseen: bool = False) -> AmpRun:
+        """With an inf at inf_at = (micro-batch, row, column): assert the optimizer really stepped once
+        per other cycle (scaler.step skipped the inf one), the parameters are the reference's over
+        the other cycles, and the scale halved once, from 1024 to 512. The visible messages are
+        worded for an inf in the last of two cycles, the `unseen` ones for the first of three."""
+        bad = [(x.clone(), y) for x, y in micro_batches]
+        index, row, column = inf_at
+        bad[index][0][row, column] = float("inf")
+        run = self.run(seed, bad, accum_steps, max_norm)
+        cycles, skipped = _cycles(micro_batches, accum_steps), index // accum_steps
+        kept = [cycle for number, cycle in enumerate(cycles) if number != skipped]
+        steps, where = run.log.count("step"), f"{ORDINALS[skipped]} of {NUMBERS[len(cycles)]} cycles"
+        if steps != len(kept):
+            raise AssertionError(
+                f"with an inf in the {where} the optimizer really stepped {steps} times, not {len(kept)}: "
+                "let scaler.step(optimizer) skip the cycle whose gradients hold inf" if unseen else
+                f"the optimizer really stepped {steps} times, but the {ORDINALS[skipped]} cycle's gradients "
+                "hold inf: let scaler.step(optimizer) decide, it skips such steps")
+        after = compare(param_snapshot(run.model), self._reference(seed, kept, max_norm).final_params)
+        if not after.close(rtol=1e-4, atol=1e-6):
+            raise AssertionError(
+                f"with an inf in the {ORDINALS[skipped]} cycle the parameters are not those of the "
+                f"{NUMBERS[len(kept)]} later updates ({after})" if unseen else
+                f"after a skipped cycle the parameters are not those of the first update ({after}): "
+                "only scaler.step may update them")
+        if run.scaler.get_scale() != 512.0:
+            raise AssertionError(
+                (f"after one inf in {NUMBERS[len(cycles)]} cycles the scale should be 512" if unseen else
+                 "after one inf the scale should halve from 1024 to 512") +
+                f", it is {run.scaler.get_scale():g}: call scaler.update() once per cycle, after scaler.step")
+        return run
+
+    def check_float16(self, seed: int, micro_batches: Sequence[Batch], accum_steps: int, max_norm: float, *,
+                      init_scale: float, unseen: bool = False) -> AmpRun:
+        """With amp_dtype=torch.float16: assert the first Linear layer ran in float16, the parameters
+        end within 1e-2 (relative) of the float32 reference and the returned losses within 1e-2 of
+        its cycle losses. `unseen` gives the hidden data's messages."""
+        run = self.run(seed, micro_batches, accum_steps, max_norm, amp_dtype=torch.float16,
+                       init_scale=init_scale)
+        if run.dtypes != {torch.float16}:
+            advice = "use amp_dtype" if unseen else \
+                "run the forward inside torch.autocast(device_type, dtype=amp_dtype)"
+            raise AssertionError(
+                f"with amp_dtype=torch.float16 the first Linear layer produced {run.dtypes}: {advice}")
+        float32 = self._reference(seed, _cycles(micro_batches, accum_steps), max_norm)
+        after = compare(param_snapshot(run.model), float32.final_params)
+        if not after.relative_error < 1e-2:
+            where = f"in float16 with accum_steps={accum_steps}" if unseen else "in float16"
+            raise AssertionError(f"{where} the parameters ended far from the float32 reference ({after})")
+        check_returned_losses(run.losses, [cycle.loss for cycle in float32.cycles], rtol=1e-2)
+        return run
+

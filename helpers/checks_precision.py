@@ -1,0 +1,381 @@
+"""Reference steps and diagnoses for the mixed-precision exercises (lesson 01).
+
+Each check runs the student's function on inputs the test cell chooses, computes the truth on the
+spot (the same autocast step on a copy of the model, a replay of the forward pass under autocast)
+and raises an AssertionError naming the mistake it recognises. The GradScaler call pattern and
+the first Linear layer's dtype are checked here too; lesson 02 imports them for its own loop.
+The student's code runs inside `helpers.capture.running`, so its warnings never fail Validate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers.capture import running
+from helpers.grads import clone_model, compare, grad_snapshot, param_snapshot
+
+GradDict = dict[str, torch.Tensor]
+
+
+def clip_grads(grads: GradDict, max_norm: float) -> GradDict:
+    """Scale every gradient by min(1, max_norm / total norm), as clip_grad_norm_ does (same shapes)."""
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads.values()]))
+    factor = min(1.0, max_norm / (float(norm) + 1e-6))
+    return {name: g * factor for name, g in grads.items()}
+
+
+
+def check_amp_calls(log, num_micro_batches: int, num_updates: int) -> None:
+    """Assert the GradScaler call pattern: scale every backward's loss, then unscale_, clip, step
+    and update once per optimizer update, in that order."""
+    scaled = log.count("scale")
+    if scaled != num_micro_batches:
+        raise AssertionError(f"scaler.scale(loss) ran {scaled} times for {num_micro_batches} "
+                             "backward passes: every backward must go through scaler.scale(loss), or "
+                             "the gradients are not scaled and scaler.step divides them by the scale anyway")
+    clips = log.count("clip")
+    if clips == num_micro_batches and num_micro_batches != num_updates:
+        raise AssertionError(f"clip_grad_norm_ ran after every micro-batch ({clips} times): clip once per "
+                             "cycle, after the last backward, so it sees the complete gradient")
+    once_per_update = (("unscale_", "scaler.unscale_(optimizer)"),
+                       ("scaler_step", "scaler.step(optimizer)"),
+                       ("update", "scaler.update()"))
+    for name, meaning in once_per_update:
+        count = log.count(name)
+        if count != num_updates:
+            raise AssertionError(f"{meaning} ran {count} times for {num_updates} optimizer updates: "
+                                 "call it exactly once per update")
+    order = [c.name for c in log.calls if c.name in ("unscale_", "clip", "scaler_step", "update")]
+    expected = ["unscale_", "clip", "scaler_step", "update"]
+    if not clips:
+        expected.remove("clip")
+    if order == expected * num_updates:
+        return
+    position = {name: order.index(name) for name in set(order)}
+    if clips and position["clip"] < position["unscale_"]:
+        first_clip = log.of("clip")[0]
+        scale = log.of("scale")[0].info.get("scale") if log.count("scale") else None
+        raise AssertionError(
+            "the gradients were clipped before unscale_: clipping saw gradients multiplied by the scale "
+            f"{scale:g} (norm {first_clip.info['norm_seen']:.3g}), so max_norm cut them to almost nothing. "
+            "Call scaler.unscale_(optimizer) before clip_grad_norm_")
+    if position["update"] < position["scaler_step"]:
+        raise AssertionError("scaler.update() ran before scaler.step(optimizer): step first, then update "
+                             "the scale for the next iteration")
+    raise AssertionError(f"the calls ran in the order {', '.join(order[:8])}; each update should run "
+                         "unscale_, clip_grad_norm_, scaler.step, scaler.update, in that order")
+
+
+@contextmanager
+def first_linear_dtypes(model: nn.Module) -> Iterator[list[torch.dtype]]:
+    """Yield a list that collects the output dtype of each call of the model's first nn.Linear,
+    which tells whether a forward pass ran under autocast."""
+    first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
+    if first is None:
+        raise ValueError("first_linear_dtypes needs a model with at least one nn.Linear layer")
+    seen: list[torch.dtype] = []
+    handle = first.register_forward_hook(lambda _module, _args, output: seen.append(output.dtype))
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
+# Errors a realistic mistake makes torch (or Python) raise inside an exercise of lesson 01, matched
+# on the message's own words, and what the course says about each. A pattern appears only in the
+# error its mistake causes, so each fixed text is shown only when its cause is the cause.
+CAST_FATE_ERRORS = (
+    ("Boolean value of Tensor with more than one value is ambiguous",
+     "an `if` compared whole tensors: decide the fate of one value at a time (for example over "
+     "values.tolist() and the cast values' .tolist())"),
+    ("cannot be converted to Scalar",
+     ".item() or float() was called on the whole tensor: take one value at a time"),
+    ("'float' object has no attribute",
+     "values.tolist() gives Python floats, which have no dtype: cast the whole tensor first "
+     "(values.to(dtype)), then compare value by value"),
+)
+AUDIT_ERRORS = (
+    ("must be Tensor, not",
+     "a layer received something that is not a tensor: a forward hook that returns a value "
+     "replaces the module's output. Record the dtype and return None from the hook"),
+    ("object has no attribute 'dtype'",
+     "a hook read .dtype of something that is not a tensor: the hook is called as "
+     "hook(module, inputs, output), and output is the tensor to read"),
+)
+AMP_STEP_ERRORS = (
+    ("did not use scaler.scale(loss",
+     "every backward must go through scaler.scale(loss): call scaler.scale(loss).backward(), "
+     "not loss.backward()"),
+    ("unscale_() has already been called on this optimizer since the last update()",
+     "scaler.unscale_(optimizer) ran twice in one step: unscale once, after backward and before "
+     "clipping; scaler.step knows the gradients are already unscaled"),
+    ("No inf checks were recorded for this optimizer",
+     "scaler.step(optimizer) found no gradients: they were cleared between backward and step. "
+     "Clear old gradients at the start of the step, before the forward pass"),
+    ("backward through the graph a second time",
+     "backward ran twice on the same loss: call scaler.scale(loss).backward() once"),
+    ("does not require grad and does not have a grad_fn",
+     "the loss has no graph to backward through: do not run the forward under torch.no_grad() "
+     "or inference_mode, and call .item() only on the value you return"),
+    ("outputs must be a Tensor",
+     "scaler.scale() needs the loss tensor: call .item() only for the value you return"),
+)
+
+
+
+class ReusedLeafModel(nn.Module):
+    """A model whose ReLU `act` runs twice, on a float32 input and then on a Linear's output, so
+    under autocast its two outputs differ in dtype; `unused` never runs. Each forward records, in
+    `ran`, every leaf that ran in the order it first ran with its LAST output's dtype (what
+    Exercise 2 asks for), in `first` each leaf's first output dtype, and counts itself in `calls`."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.act = nn.ReLU()
+        self.lin = nn.Linear(width, width)
+        self.unused = nn.Linear(width, width)
+        self.ran: dict[str, torch.dtype] = {}
+        self.first: dict[str, torch.dtype] = {}
+        self.calls = 0
+
+    def _run(self, name: str, h: torch.Tensor) -> torch.Tensor:
+        out = getattr(self, name)(h)
+        self.first.setdefault(name, out.dtype)
+        self.ran[name] = out.dtype
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        self.ran, self.first = {}, {}
+        h = self._run("act", x)         # a float32 input: ReLU returns float32
+        h = self._run("lin", h)         # under autocast: 16 bits
+        return self._run("act", h)      # the same ReLU again, now on a 16-bit input
+
+
+def replay(model: ReusedLeafModel, x: torch.Tensor, dtype: torch.dtype) -> ReusedLeafModel:
+    """Run a ReusedLeafModel once under autocast (no gradients) so its `ran` and `first` hold the
+    reference for Exercise 2; returns the model."""
+    with torch.no_grad(), torch.autocast(x.device.type, dtype=dtype):
+        model(x)
+    return model
+
+
+def check_audit(report, expected: dict, model_label: str, first: dict | None = None) -> None:
+    """Assert an Exercise 2 report equals `expected` ({leaf name: last output dtype}, in the order
+    the leaves first ran). `first` (a leaf's first output dtype) names the leaf that ran twice."""
+    if not isinstance(report, dict):
+        raise AssertionError(f"autocast_audit should return a dict, got {type(report).__name__}")
+    never_ran = [name for name in report if name not in expected]
+    if never_ran:
+        raise AssertionError(
+            f"for {model_label}, the report names {never_ran}, which did not run as a leaf in this "
+            f"forward pass (the leaves that ran are {list(expected)}): report only leaf modules, "
+            "those without children, and only those that ran")
+    not_dtypes = {name: value for name, value in report.items() if not isinstance(value, torch.dtype)}
+    if not_dtypes:
+        name, value = next(iter(not_dtypes.items()))
+        raise AssertionError(f"the report maps {name!r} to {value!r} ({type(value).__name__}): map each "
+                             "leaf's name to the torch.dtype of its output, such as torch.bfloat16")
+    if report and expected and all(d == torch.float32 for d in report.values()) and \
+            any(d != torch.float32 for d in expected.values()):
+        raise AssertionError("every layer ran in float32: run the forward pass inside torch.autocast(...)")
+    if list(report) != list(expected):
+        twice = [name for name in (first or {}) if first[name] != expected[name]]
+        if twice and set(report) == set(expected):
+            raise AssertionError(
+                f"for {model_label}, the report lists {list(report)}, but the leaves first ran in the order "
+                f"{list(expected)}: {twice[0]!r} runs twice and keeps the place of its first run")
+        raise AssertionError(f"for {model_label}, the report should name the leaf modules {list(expected)} "
+                             f"in the order they ran, got {list(report)}")
+    for name, dtype in expected.items():
+        if report[name] == dtype:
+            continue
+        if first and name in first and report[name] == first[name] != dtype:
+            raise AssertionError(
+                f"for {model_label}, {name!r} ran twice, first giving {first[name]} and last {dtype}; your "
+                f"audit says {report[name]}: a leaf that runs twice reports its LAST output's dtype")
+        raise AssertionError(f"for {model_label}, {name} produced {dtype} under autocast, your audit "
+                             f"says {report[name]}")
+
+
+def check_audit_left_no_trace(model: nn.Module, params_before: GradDict) -> None:
+    """Assert that Exercise 2 removed its forward hooks (module and global) and kept the parameters."""
+    if any(module._forward_hooks for module in model.modules()):
+        raise AssertionError("remove your forward hooks before returning")
+    if torch.nn.modules.module._global_forward_hooks:
+        raise AssertionError("remove the global forward hook before returning")
+    if compare(param_snapshot(model), params_before).max_abs_error != 0:
+        raise AssertionError("the parameters changed")
+
+
+@dataclass
+class AmpStepReference:
+    """What one correct mixed-precision step gives the optimizer: the clipped and the unclipped
+    unscaled gradients, and the loss (float), all from the same autocast forward."""
+
+    grads: GradDict
+    unclipped: GradDict
+    loss: float
+    loss_outside: GradDict  # the clipped gradient when only the forward, not the loss, ran under autocast
+
+
+def amp_reference_step(model: nn.Module, loss_fn: Callable, x: torch.Tensor, y: torch.Tensor,
+                       max_norm: float, amp_dtype: torch.dtype, scale: float) -> AmpStepReference:
+    """The reference of Exercise 3, on a copy of `model` (left untouched): forward and loss under
+    autocast in amp_dtype, backward of loss x scale, gradients divided by scale in float32, then
+    clipped to max_norm. Same arithmetic as a correct step, so an honest answer matches it to
+    float32 rounding (a float32 reference differs by the 16-bit rounding, several percent)."""
+    def unscaled(loss_under_autocast: bool) -> tuple[GradDict, torch.Tensor]:
+        clone = clone_model(model)
+        with torch.autocast(x.device.type, dtype=amp_dtype):
+            output = clone(x)
+            loss = loss_fn(output, y) if loss_under_autocast else None
+        loss = loss_fn(output, y) if loss is None else loss
+        (loss * scale).backward()
+        return {name: None if g is None else g / scale for name, g in grad_snapshot(clone).items()}, loss
+
+    unclipped, loss = unscaled(True)
+    outside, _ = unscaled(False)
+    return AmpStepReference(clip_grads(unclipped, max_norm), unclipped, float(loss.detach()),
+                            clip_grads(outside, max_norm))
+
+
+def check_amp_step_gradient(candidate: GradDict, reference: AmpStepReference, max_norm: float,
+                            stale: float | None = None, scale: float | None = None,
+                            rtol: float = 1e-4) -> None:
+    """Assert that the gradient Exercise 3's optimizer stepped with is the reference's clipped one
+    (relative error below rtol; honest answers differ by about 1e-7), else name the mistake it
+    matches: gradients cleared before the step, not clipped, the loss outside autocast, or old
+    gradients (`stale` in every .grad before the step, scaled by `scale`) added in."""
+    if all(g is None for g in candidate.values()):
+        raise AssertionError("the optimizer stepped with no gradients at all: they were cleared between "
+                             "backward and step. Clear old gradients at the start of the step")
+    result = compare(candidate, reference.grads)
+    if result.relative_error < rtol:
+        return
+    if max_norm < float("inf") and compare(candidate, reference.unclipped).relative_error < rtol:
+        raise AssertionError(f"the gradient was not clipped to max_norm={max_norm:g} ({result}): call "
+                             "clip_grad_norm_(model.parameters(), max_norm) after scaler.unscale_(optimizer)")
+    if compare(candidate, reference.loss_outside).relative_error < rtol:
+        raise AssertionError(f"the gradient is that of a loss computed outside torch.autocast ({result}): "
+                             "compute the loss inside the with block too (outside it, a loss of 16-bit "
+                             "outputs runs in 16 bits on a CPU)")
+    if stale is not None and scale:
+        leaked = clip_grads({n: g + stale / scale for n, g in reference.unclipped.items()}, max_norm)
+        if compare(candidate, leaked).relative_error < rtol:
+            raise AssertionError(f"the step used the new gradient plus what .grad held before ({result}): "
+                                 "clear old gradients first (optimizer.zero_grad(set_to_none=True))")
+    raise AssertionError(
+        f"with max_norm={max_norm:g} the gradient given to the optimizer differs from the unscaled, "
+        f"clipped gradient of the same autocast forward ({result}): unscale_, then clip, then step")
+
+
+def check_cast_fate(cast_fate: Callable, values: torch.Tensor, reference: Callable,
+                    unseen: bool = False) -> None:
+    """Exercise 1: assert cast_fate(values, dtype) equals the test's reference(values, dtype) for
+    float16 and bfloat16, value by value (each value printed exactly, as float32 holds it). With
+    `unseen`, one message counts the wrong fates of the hidden values and shows the first."""
+    for dtype in (torch.float16, torch.bfloat16):
+        with running("cast_fate", CAST_FATE_ERRORS):
+            got = cast_fate(values, dtype)
+        want = reference(values, dtype)
+        if not (isinstance(got, list) and len(got) == len(want)):
+            shown = f"{len(got)} items" if unseen and isinstance(got, list) else repr(got)
+            raise AssertionError(f"cast_fate should return a list with one string per value ({len(want)}), "
+                                 f"got {shown}")
+        wrong = [(v, g, w) for v, g, w in zip(values.tolist(), got, want, strict=True) if g != w]
+        if unseen and wrong:
+            v, g, w = wrong[0]
+            raise AssertionError(f"on unseen values in {dtype}, {len(wrong)} fates are wrong, e.g. "
+                                 f"{v:.9g} should be {w!r}, not {g!r}")
+        if wrong:
+            v, g, w = wrong[0]
+            raise AssertionError(f"in {dtype}, {v:.9g} should be {w!r}, your function says {g!r}")
+
+
+def check_autocast_audit(audit: Callable, model: nn.Module, x: torch.Tensor, dtype: torch.dtype,
+                         label: str, reference: Callable | None = None) -> dict:
+    """Exercise 2: run audit(model, x, dtype) once and assert its report equals the reference: the
+    test's `reference(model, x, dtype)` replay, or for a ReusedLeafModel its own record (and one
+    forward call); then that no hook is left and the parameters are unchanged. Returns the report."""
+    before = param_snapshot(model)
+    with running("autocast_audit", AUDIT_ERRORS):
+        report = audit(model, x, dtype)
+    report = dict(report) if isinstance(report, dict) else report   # before a replay runs any hook left
+    if isinstance(model, ReusedLeafModel):
+        calls = model.calls
+        replay(model, x, dtype)
+        if calls != 1:
+            raise AssertionError(f"autocast_audit ran the model {calls} times: run model(x) once")
+        check_audit(report, model.ran, label, first=model.first)
+    else:
+        check_audit(report, reference(model, x, dtype), label)
+    check_audit_left_no_trace(model, before)
+    return report
+
+
+def check_amp_train_step(amp_train_step: Callable, seed: int, x: torch.Tensor, y: torch.Tensor,
+                         max_norm: float, amp_dtype: torch.dtype, init_scale: float = 1024.0):
+    """Exercise 3: one amp_train_step on a fresh MLP(6, 8, 3, seed) whose .grad holds 5.0 from an
+    earlier step, with a real CPU GradScaler; assert a float loss, the forward in amp_dtype, one
+    optimizer step, the GradScaler call pattern, and the gradient and loss of amp_reference_step.
+    Returns the call log."""
+    from helpers import models, spies
+
+    model = models.MLP(6, 8, 3, seed=seed)
+    reference = amp_reference_step(model, F.cross_entropy, x, y, max_norm, amp_dtype, init_scale)
+    for param in model.parameters():
+        param.grad = torch.full_like(param, 5.0)      # left over from an earlier step
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
+    with spies.record(model=model, optimizer=optimizer, scaler=scaler) as log, \
+            first_linear_dtypes(model) as dtypes, running("amp_train_step", AMP_STEP_ERRORS):
+        loss = amp_train_step(model, optimizer, scaler, F.cross_entropy, x, y, max_norm=max_norm,
+                              amp_dtype=amp_dtype)
+    if not isinstance(loss, float):
+        raise AssertionError(f"return the loss as a float (loss.item()), not {type(loss).__name__}")
+    if not dtypes or set(dtypes) != {amp_dtype}:
+        raise AssertionError(f"with amp_dtype={amp_dtype} the first Linear layer ran in "
+                             f"{set(dtypes) or 'nothing'}: run the forward inside "
+                             "torch.autocast(x.device.type, dtype=amp_dtype)")
+    if log.count("step") != 1:
+        raise AssertionError(f"the optimizer stepped {log.count('step')} times in one training step: "
+                             "call only scaler.step(optimizer)")
+    check_amp_calls(log, num_micro_batches=1, num_updates=1)
+    check_amp_step_gradient(log.of("step")[0].info["grads"], reference, max_norm, stale=5.0, scale=init_scale)
+    if abs(loss - reference.loss) > 1e-4 * max(1.0, abs(reference.loss)):
+        raise AssertionError(f"returned {loss!r}, but the loss of the batch under autocast is "
+                             f"{reference.loss!r}")
+    return log
+
+
+def check_amp_step_skips_inf(amp_train_step: Callable, x: torch.Tensor, y: torch.Tensor) -> None:
+    """Exercise 3: with an inf in the input, a float16 step must leave the parameters unchanged, never
+    call optimizer.step(), and halve the scale from 1024 to 512 (scaler.step, then scaler.update)."""
+    from helpers import models, spies
+
+    model = models.MLP(6, 8, 3, seed=33)
+    before = param_snapshot(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    bad = x.clone()
+    bad[0, 0] = float("inf")
+    with spies.record(model=model, optimizer=optimizer, scaler=scaler) as log, \
+            running("amp_train_step", AMP_STEP_ERRORS):
+        amp_train_step(model, optimizer, scaler, F.cross_entropy, bad, y, 1.0, torch.float16)
+    if log.count("step") != 0:
+        raise AssertionError("the optimizer stepped although the gradients held inf: call "
+                             "scaler.step(optimizer), never optimizer.step() directly, so that such "
+                             "steps are skipped")
+    after = compare(param_snapshot(model), before)
+    if after.max_abs_error != 0:
+        raise AssertionError(f"after an inf gradient the parameters changed ({after})")
+    if scaler.get_scale() != 512.0:
+        raise AssertionError(f"after an inf gradient the scale should halve from 1024 to 512, it is "
+                             f"{scaler.get_scale()}: call scaler.update() after scaler.step()")
