@@ -25,6 +25,17 @@ def pytest_configure(config):
         config.option.nbval_cell_timeout = CELL_TIMEOUT_S
 
 
+@pytest.fixture(scope="module")
+def torch_on_one_thread():
+    """torch on one intra-op thread for a module of tiny computations, whatever OMP_NUM_THREADS says."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def copy_course(destination: Path) -> Path:
     """A course folder holding only what a teacher authors: source/ and nbgrader_config.py."""
     destination.mkdir(parents=True, exist_ok=True)

@@ -36,13 +36,8 @@ LR = 0.5
 K = 4
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """The models are tiny: extra intra-op threads only fight each other (3x slower on 2 cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# The models are tiny: extra intra-op threads only fight each other (3x slower on 2 cores).
+pytestmark = pytest.mark.usefixtures("torch_on_one_thread")
 
 
 def close(candidate, reference) -> bool:

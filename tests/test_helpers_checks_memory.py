@@ -17,14 +17,8 @@ from torch.utils.checkpoint import checkpoint
 from helpers import checks_memory as cm
 from helpers.models import ResidualMLP
 
-
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """The models are tiny: extra intra-op threads only fight each other on 2 cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# The models are tiny: extra intra-op threads only fight each other (3x slower on 2 cores).
+pytestmark = pytest.mark.usefixtures("torch_on_one_thread")
 
 
 # ---------------------------------------------------------------- exercise 1

@@ -18,14 +18,8 @@ from helpers.grads import compare, param_snapshot
 from helpers.models import MLP
 from helpers.spies import record
 
-
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """The models are tiny: extra intra-op threads only fight each other (3x slower on 2 cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# The models are tiny: extra intra-op threads only fight each other (3x slower on 2 cores).
+pytestmark = pytest.mark.usefixtures("torch_on_one_thread")
 
 
 # ---------------------------------------------------------------------------------------------
