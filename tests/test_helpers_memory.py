@@ -126,6 +126,19 @@ def test_cuda_peak_bytes_off_cuda_runs_fn():
     assert calls == [1]
 
 
+def test_cuda_peak_bytes_cuda_path_on_a_cpu_stand_in(monkeypatch):
+    # No GPU in CI: torch.cuda's allocator calls are replaced by a log, so the CUDA branch runs
+    # here in the order a GPU would see it (sync, reset the peak, run, sync, read the peak).
+    import helpers.memory as memory_module
+
+    events = []
+    monkeypatch.setattr(memory_module, "synchronize", lambda device: events.append(f"sync {device}"))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device: events.append("reset"))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: events.append("read") or 12345)
+    assert cuda_peak_bytes(lambda: events.append("fn"), "cuda") == 12345
+    assert events == ["sync cuda", "reset", "fn", "sync cuda", "read"]
+
+
 @pytest.mark.parametrize(("n", "text"), [
     (0, "0 B"), (512, "512 B"), (1536, "1.50 KiB"), (9 * 2**20, "9.00 MiB"),
     (2 * 2**30, "2.00 GiB"), (-1536, "-1.50 KiB"),
