@@ -386,16 +386,20 @@ def _cuda_branch(source: str) -> str:
     return textwrap.dedent("\n".join(body))
 
 
-def test_pinned_copy_cell_runs_on_a_cpu_stand_in(monkeypatch, capsys):
-    from helpers import timing
+def test_pinned_copy_cell_runs_on_a_cpu_stand_in(monkeypatch, capsys, tmp_path):
+    from helpers import report, timing
 
     # A CPU-only build cannot pin memory: pinning stands in as a plain copy.
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a, **k: self.clone())
+    figures = tmp_path / "figures.jsonl"
+    monkeypatch.setenv(report.FIGURES_ENV, str(figures))
     branch = _cuda_branch(_cell("cell-046")).replace("64, 3, 224, 224", "4, 3, 32, 32")
     exec(compile(branch, "cell-046 (CUDA branch)", "exec"), {"torch": torch, "timing": timing,
-                                                             "device": torch.device("cpu")})
+                                                             "report": report, "device": torch.device("cpu")})
     out = capsys.readouterr().out
     assert "pageable, blocking" in out and "pinned, non_blocking" in out
+    # The figures the GPU check reports for this cell are recorded too.
+    assert figures.read_text().count("copy of a 37 MiB batch") == 2
 
 
 def test_profiler_device_columns_exist_on_cpu():
