@@ -14,9 +14,7 @@ from nbgrader.preprocessors import Execute
 from nbgrader.utils import capture_log, temp_attrs
 from traitlets.config import Config, PyFileConfigLoader
 
-from course_tools.lessons import assignment_ids
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from course_tools.lessons import REPO_ROOT, assignment_ids
 
 
 class CourseError(RuntimeError):

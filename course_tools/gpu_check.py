@@ -28,10 +28,9 @@ import tomllib
 from pathlib import Path
 
 from course_tools.gpu_report import parse_junit, read_figures, write_report
-from course_tools.lessons import CELL_TIMEOUT_S, assignment_ids
+from course_tools.lessons import CELL_TIMEOUT_S, REPO_ROOT, assignment_ids
 from helpers.report import FIGURES_ENV
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 NO_GPU_LINE = "no CUDA GPU: the GPU check ran its self-test only"
 
 

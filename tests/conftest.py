@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,23 @@ def torch_on_one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def cuda_branch(lesson: str, cell_id: str) -> str:
+    """The body of `if device.type == "cuda":` in a source notebook's cell, dedented: what a GPU
+    runs and CI never does, for tests that run it on CPU stand-ins."""
+    import nbformat
+
+    notebook = next((REPO_ROOT / "source" / lesson).glob("*.ipynb"))
+    cell = next(c.source for c in nbformat.read(notebook, as_version=4).cells if c.get("id") == cell_id)
+    lines = cell.splitlines()
+    start = lines.index('if device.type == "cuda":')
+    body = []
+    for line in lines[start + 1:]:
+        if line and not line.startswith(" "):
+            break
+        body.append(line)
+    return textwrap.dedent("\n".join(body))
 
 
 def copy_course(destination: Path) -> Path:

@@ -7,15 +7,14 @@ die on an attribute error."""
 import json
 import statistics
 import sys
-import textwrap
 import time
 import warnings
 from pathlib import Path
 
-import nbformat
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import cuda_branch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from torch.utils.data import DataLoader
 
@@ -382,23 +381,6 @@ def test_fast_epoch_pin_memory_on_a_cuda_stand_in(monkeypatch):
 # The lesson's CUDA-only code, on a CPU stand-in
 # ---------------------------------------------------------------------------------------------
 
-def _cell(cell_id: str) -> str:
-    notebook = nbformat.read(SOURCE, as_version=4)
-    return next(cell.source for cell in notebook.cells if cell.get("id") == cell_id)
-
-
-def _cuda_branch(source: str) -> str:
-    """The body of the cell's `if device.type == "cuda":` block."""
-    lines = source.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith('if device.type == "cuda":'))
-    body = []
-    for line in lines[start + 1:]:
-        if line and not line.startswith(" "):
-            break
-        body.append(line)
-    return textwrap.dedent("\n".join(body))
-
-
 def test_pinned_copy_cell_runs_on_a_cpu_stand_in(monkeypatch, capsys, tmp_path):
     from helpers import report, timing
 
@@ -406,7 +388,7 @@ def test_pinned_copy_cell_runs_on_a_cpu_stand_in(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a, **k: self.clone())
     figures = tmp_path / "figures.jsonl"
     monkeypatch.setenv(report.FIGURES_ENV, str(figures))
-    branch = _cuda_branch(_cell("cell-046")).replace("64, 3, 224, 224", "4, 3, 32, 32")
+    branch = cuda_branch("03_profiling", "cell-046").replace("64, 3, 224, 224", "4, 3, 32, 32")
     exec(compile(branch, "cell-046 (CUDA branch)", "exec"), {"torch": torch, "timing": timing,
                                                              "report": report, "device": torch.device("cpu")})
     out = capsys.readouterr().out

@@ -5,6 +5,7 @@ import weakref
 
 import pytest
 import torch
+from conftest import cuda_branch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -156,11 +157,9 @@ def test_memory_history_cell_runs_on_a_cpu_stand_in(monkeypatch, tmp_path):
     # Lesson 04's CUDA-only cell (allocator statistics per phase, a memory snapshot) on a CPU:
     # torch.cuda's allocator calls are stand-ins, the model and the plot are real, so a renamed
     # API or a wrong name in the branch fails here and not on a student's first GPU run.
-    import textwrap
     from pathlib import Path
 
     import matplotlib
-    import nbformat
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -169,15 +168,6 @@ def test_memory_history_cell_runs_on_a_cpu_stand_in(monkeypatch, tmp_path):
     from helpers import plots, report
     from helpers.models import ResidualMLP
 
-    source = Path(__file__).resolve().parent.parent / "source" / "04_memory" / "memory.ipynb"
-    cell = next(c.source for c in nbformat.read(source, as_version=4).cells if c.get("id") == "cell-011")
-    lines = cell.splitlines()
-    start = lines.index('if device.type == "cuda":')
-    body = []
-    for line in lines[start + 1:]:
-        if line and not line.startswith(" "):
-            break
-        body.append(line)
     calls = []
     monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
                         lambda **kw: calls.append(("history", kw)))
@@ -193,7 +183,7 @@ def test_memory_history_cell_runs_on_a_cpu_stand_in(monkeypatch, tmp_path):
     namespace = {"torch": torch, "dev": dev, "plots": plots, "plt": plt, "report": report, "model": model,
                  "optimizer": torch.optim.Adam(model.parameters(), lr=1e-3), "x": torch.randn(4, 16),
                  "device": torch.device("cpu"), "SNAPSHOT_DIR": tmp_path}
-    exec(compile(textwrap.dedent("\n".join(body)), "cell-011 (CUDA branch)", "exec"), namespace)
+    exec(compile(cuda_branch("04_memory", "cell-011"), "cell-011 (CUDA branch)", "exec"), namespace)
     assert calls.count("reset") == 4 and calls[0][0] == "history"
     assert calls[-1] == ("history", {"enabled": None})
     assert (tmp_path / "one_step.pickle").read_bytes() == b"snapshot"
@@ -204,20 +194,11 @@ def test_memory_history_cell_runs_on_a_cpu_stand_in(monkeypatch, tmp_path):
 def test_accumulation_peak_cell_runs_on_a_cpu_stand_in(monkeypatch, tmp_path, capsys):
     # Lesson 02's CUDA-only cell (the allocator's peak for a full batch against micro-batches) on
     # a CPU: cuda_peak_bytes stands in with a peak that grows with the rows of one backward.
-    import textwrap
-    from pathlib import Path
 
-    import nbformat
 
     from helpers import memory, report
     from helpers.models import MLP
 
-    source = Path(__file__).resolve().parent.parent / "source" / "02_gradient_accumulation"
-    cell = next(c.source for c in nbformat.read(source / "gradient_accumulation.ipynb", as_version=4).cells
-                if c.get("id") == "cell-035")
-    lines = cell.splitlines()
-    start = lines.index('if device.type == "cuda":')
-    body = [line for line in lines[start + 1:lines.index("else:")]]
     rows_seen = []
     monkeypatch.setattr(torch, "randn", lambda *shape, **kw: rows_seen.append(shape[0]) or torch.ones(*shape))
 
@@ -230,6 +211,7 @@ def test_accumulation_peak_cell_runs_on_a_cpu_stand_in(monkeypatch, tmp_path, ca
     monkeypatch.setenv(report.FIGURES_ENV, str(figures))
     namespace = {"torch": torch, "memory": memory, "report": report, "mlp": MLP(8, 16, 3, seed=0),
                  "FEATURES": 8, "MICRO": 4, "effective_sizes": [4, 8], "device": torch.device("cpu")}
-    exec(compile(textwrap.dedent("\n".join(body)), "cell-035 (CUDA branch)", "exec"), namespace)
+    exec(compile(cuda_branch("02_gradient_accumulation", "cell-035"), "cell-035 (CUDA branch)", "exec"),
+         namespace)
     assert "effective batch      8: CUDA peak" in capsys.readouterr().out
     assert figures.read_text().count("CUDA peak, effective batch") == 4
