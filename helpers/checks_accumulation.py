@@ -81,12 +81,12 @@ def _mistakes(micro: list[GradDict], sizes: list[int], accum_steps: int,
         # Checked first: with equal micro-batches the unclipped gradient equals some of the
         # weighting mistakes below, and "not clipped" is then the true diagnosis.
         mistakes["not_clipped"] = _weighted_sum(micro, [s / sum(sizes) for s in sizes])
-        running = None
+        accumulated = None
         for grads in micro:
             step = {n: g / accum_steps for n, g in grads.items()}
-            running = step if running is None else {n: running[n] + step[n] for n in step}
-            running = clip_grads(running, max_norm)
-        mistakes["clipped_every_micro_batch"] = running
+            accumulated = step if accumulated is None else {n: accumulated[n] + step[n] for n in step}
+            accumulated = clip_grads(accumulated, max_norm)
+        mistakes["clipped_every_micro_batch"] = accumulated
     mistakes.update({
         "no_division": _weighted_sum(micro, [1.0] * count),
         "last_micro_batch_only": _weighted_sum(micro[-1:], [1.0 / accum_steps]),
