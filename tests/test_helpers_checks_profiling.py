@@ -409,3 +409,22 @@ def test_profiler_device_columns_exist_on_cpu():
     assert event.device_time_total == 0 and event.self_device_time_total == 0
     assert not hasattr(event, "cuda_time_total")
     assert "cuda_time_total" not in SOURCE.read_text().replace("no `cuda_time_total`", "")
+
+
+def test_find_bottleneck_cannot_supply_its_own_measurements():
+    # Shares invented to match a key_averages the function planted on its own profiler: the check
+    # reads the profiler's real measurements through the class, so the invention is caught.
+    def planted(phases, steps=4):
+        with profile(activities=[ProfilerActivity.CPU],
+                     schedule=schedule(wait=0, warmup=1, active=steps - 1, repeat=1)) as prof:
+            for _ in range(steps):
+                for name, phase in phases.items():
+                    with record_function(name):
+                        phase()
+                prof.step()
+        fake = [type("Event", (), {"key": name, "count": steps - 1, "cpu_time_total": 1.0,
+                                   "self_cpu_time_total": 1.0})() for name in phases]
+        prof.key_averages = lambda: fake
+        return "load", {name: 1 / len(phases) for name in phases}
+    with pytest.raises(AssertionError, match="your profiler measured"):
+        cp.check_find_bottleneck(planted, PLAN, steps=3)
