@@ -8,7 +8,13 @@ submission is still graded to completion, in bounded time, whatever its code doe
 - a kernel that dies (os._exit, a segfault, memory beyond the limit) no longer drops the whole
   submission: the cell that killed it gets an error saying so, a fresh kernel re-runs the cells
   before it, and grading goes on from the next cell;
-- an output flood is cut at `max_output_chars` per cell while it streams in;
+- outputs of every kind are cut at `max_output_chars` per cell and `max_notebook_output_chars` per
+  notebook while they stream in (an error output is shortened, never dropped);
+- a message from the kernel that does not verify (a forged signature, a replay, a malformed
+  message) is dropped and fails the cell that was running, instead of ending the notebook;
+- a test cell's points come only from whether it raised: nbgrader would take a test cell's
+  `execute_result` as its score (and a non-number as full marks), and code under test can emit
+  one, so test cells keep such outputs as plain displays;
 - each kernel runs in a sandbox (course_tools.sandbox) when the machine can make one;
 - a guard (course_tools.kernel_guard) undoes patching of checks, torch and builtins before each
   test cell and fails a test during which the code under test patched them.
@@ -20,7 +26,8 @@ import json
 from pathlib import Path
 from time import monotonic
 
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKernelError
+from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode
 
@@ -35,7 +42,26 @@ from course_tools.guarded_cells import (
     error_output,
     note_output,
 )
+from course_tools.kernel_messages import CheckedSession
 from course_tools.sandbox import SandboxedKernelManager, grading_sandbox
+
+UNVERIFIED = "UnverifiedKernelMessage"
+# The longest error message and traceback kept: an error output is never dropped, since it is
+# what makes a test cell lose its points.
+ERROR_TEXT_CHARS = 10_000
+
+
+def output_chars(output: dict) -> int:
+    """How many characters an output (or a message's content) adds to a notebook."""
+    if "text" in output:
+        return len(str(output["text"]))
+    if "traceback" in output or "ename" in output:
+        return (len(str(output.get("ename", ""))) + len(str(output.get("evalue", "")))
+                + sum(len(str(line)) for line in output.get("traceback") or []))
+    size = 0
+    for value in (output.get("data") or {}).values():
+        size += len(value) if isinstance(value, str) else len(json.dumps(value, default=str))
+    return size + len(json.dumps(output.get("metadata") or {}, default=str))
 
 
 class GuardedExecute(GuardedCells, Execute):
@@ -44,7 +70,12 @@ class GuardedExecute(GuardedCells, Execute):
     sandbox = Unicode("auto", help="'auto': sandbox kernels when bubblewrap works here; 'off': never; "
                                    "'required': fail grading when it does not work").tag(config=True)
     guard = Bool(True, help="undo and detect patching of checks, torch and builtins").tag(config=True)
-    max_output_chars = Integer(200_000, help="stream output kept per cell; the rest is cut").tag(config=True)
+    max_output_chars = Integer(200_000, help="output kept per cell, of every kind; the rest is cut"
+                               ).tag(config=True)
+    max_notebook_output_chars = Integer(2_000_000, help="output kept per notebook; the rest is cut"
+                                        ).tag(config=True)
+    store_widget_state = Bool(False, help="widget models are not kept: a graded notebook is read, not "
+                                          "re-rendered live").tag(config=True)
     max_kernel_restarts = Integer(3, help="fresh kernels for one notebook after deaths").tag(config=True)
     error_on_timeout = Dict({
         "ename": TIMED_OUT,
@@ -68,21 +99,112 @@ class GuardedExecute(GuardedCells, Execute):
             raise RuntimeError(status.message)
         else:
             self.log.warning(status.message)
-        return super().create_kernel_manager()
+        manager = super().create_kernel_manager()
+        # Before the kernel starts, so that its connection file carries this session's key.
+        manager.session = CheckedSession(parent=manager)
+        return manager
 
-    # -- output flood -------------------------------------------------------------------------
+    # -- untrusted kernel messages -----------------------------------------------------------
+
+    def process_message(self, msg, cell, cell_index):
+        """nbclient's handling, except that a message it cannot read (a forged-but-signed one whose
+        content has the wrong shape, say) is rejected instead of ending the notebook."""
+        try:
+            return super().process_message(msg, cell, cell_index)
+        except CellExecutionComplete:
+            raise
+        except Exception as error:
+            self._rejected_by_executor.append(f"{type(error).__name__} while reading a {msg.get('msg_type')}")
+            return None
+
+    def on_comm_open_jupyter_widget(self, msg):
+        """No widget models while grading: an Output widget would capture a cell's outputs."""
+        return None
+
+    def _rejected_messages(self) -> int:
+        session = getattr(self.kc, "session", None)  # the client holds a clone of the manager's session
+        return len(getattr(session, "rejected", ())) + len(self._rejected_by_executor)
+
+    def _fail_on_rejected_messages(self, cell, index: int, before: int) -> None:
+        count = self._rejected_messages() - before
+        if count <= 0:
+            return
+        self._failed_cells.add(index)
+        cell.outputs.append(error_output(UNVERIFIED, (
+            f"while this cell ran, the kernel sent {count} message{'s' if count > 1 else ''} the grader "
+            "could not verify (a bad signature, a replay or a malformed message: prints, plots and errors "
+            "never send these). They were ignored, this cell does not count, and grading went on.")))
+
+    # -- output caps ----------------------------------------------------------------------------
+
+    def _room_for_output(self, cell_index: int) -> int:
+        in_cell = self.max_output_chars - self._cell_chars.get(cell_index, 0)
+        in_notebook = self.max_notebook_output_chars - sum(self._cell_chars.values())
+        return max(0, min(in_cell, in_notebook))
+
+    def _charge(self, cell_index: int, chars: int) -> None:
+        self._cell_chars[cell_index] = self._cell_chars.get(cell_index, 0) + chars
+
+    def _note_cut(self, outs, cell_index: int) -> None:
+        if cell_index not in self._cut_cells:
+            self._cut_cells.add(cell_index)
+            limit = min(self.max_output_chars, self.max_notebook_output_chars)
+            outs.append(note_output(f"\n... output cut at {limit:,} characters (the grader keeps "
+                                    f"{self.max_output_chars:,} per cell and "
+                                    f"{self.max_notebook_output_chars:,} per notebook) ...\n"))
 
     def output(self, outs, msg, display_id, cell_index):
-        if msg["msg_type"] == "stream":
-            used = sum(len(o.get("text", "")) for o in outs if o.get("output_type") == "stream")
-            if used >= self.max_output_chars:
-                return None
-            text = msg["content"].get("text", "")
-            if used + len(text) > self.max_output_chars:
-                cut = f"\n... output cut at {self.max_output_chars:,} characters ...\n"
-                kept = text[: self.max_output_chars - used] + cut
-                msg = {**msg, "content": {**msg["content"], "text": kept}}
-        return super().output(outs, msg, display_id, cell_index)
+        if self.clear_before_next_output:
+            self._cell_chars[cell_index] = 0
+        content, kind = msg["content"], msg["msg_type"]
+        room, size = self._room_for_output(cell_index), output_chars(content)
+        if kind == "error":
+            content = {**content, "evalue": str(content.get("evalue", ""))[:ERROR_TEXT_CHARS],
+                       "traceback": self._shortened(content.get("traceback") or [])}
+            msg, size = {**msg, "content": content}, output_chars(content)
+        elif size > room and kind == "stream" and room > 0:
+            kept = str(content.get("text", ""))[:room]
+            msg, size = {**msg, "content": {**content, "text": kept}}, room
+        elif size > room:
+            self._note_cut(outs, cell_index)
+            return None
+        self._charge(cell_index, size)
+        out = super().output(outs, msg, display_id, cell_index)
+        if self._room_for_output(cell_index) <= 0 and kind == "stream":
+            self._note_cut(outs, cell_index)
+        return out
+
+    def clear_output(self, outs, msg, cell_index):
+        super().clear_output(outs, msg, cell_index)
+        if not outs:
+            self._cell_chars[cell_index] = 0
+
+    @staticmethod
+    def _shortened(traceback: list) -> list[str]:
+        kept, used = [], 0
+        for line in reversed([str(line) for line in traceback]):
+            if used + len(line) > ERROR_TEXT_CHARS:
+                break
+            kept.insert(0, line)
+            used += len(line)
+        return kept
+
+    def _update_display_id(self, display_id, msg):
+        """An update replaces the data of earlier displays: it is charged, and cut, like new output."""
+        targets = self._display_id_map.get(display_id, {})
+        size = output_chars(msg["content"])
+        for cell_index, positions in targets.items():
+            outputs = self.nb.cells[cell_index].outputs
+            for position in positions:
+                if position < len(outputs):
+                    growth = size - output_chars(outputs[position])
+                    if growth > self._room_for_output(cell_index):
+                        note = {"text/plain": "(a display update was cut: the grader's output limit)"}
+                        msg = {**msg, "content": {**msg["content"], "data": note, "metadata": {}}}
+                        size = output_chars(msg["content"])
+                    else:
+                        self._charge(cell_index, max(0, growth))
+        return super()._update_display_id(display_id, msg)
 
     def _execute(self, cell, index: int) -> None:
         saved_timeout, self.timeout = self.timeout, self._cell_timeout()
@@ -108,6 +230,7 @@ class GuardedExecute(GuardedCells, Execute):
         if self._budget_left() <= 0:
             raise BudgetSpent(index)
         started, outcome = monotonic(), "kernel lost"
+        rejected_before = self._rejected_messages()
         try:
             if self.guard and is_test(cell):
                 self._run_test(cell, index)
@@ -115,6 +238,7 @@ class GuardedExecute(GuardedCells, Execute):
                 self._run_trusted(cell, index)
             else:
                 self._execute(cell, index)
+            self._fail_on_rejected_messages(cell, index, rejected_before)
             errors = [o.ename for o in cell.outputs if o.output_type == "error"]
             outcome = "timed out" if TIMED_OUT in errors else f"error: {errors[-1]}" if errors else "ok"
         finally:
@@ -188,6 +312,9 @@ class GuardedExecute(GuardedCells, Execute):
         self._failed_cells: set[int] = set()
         self._deadline = monotonic() + self.submission_timeout
         self._cell_times: list[dict] = []
+        self._cell_chars: dict[int, int] = {}
+        self._cut_cells: set[int] = set()
+        self._rejected_by_executor: list[str] = []
         code_cells = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
         start, restarts = 0, 0
         while True:
@@ -215,7 +342,17 @@ class GuardedExecute(GuardedCells, Execute):
                 if restarts > self.max_kernel_restarts:
                     self._not_run(start, DIED, "not run: the kernel died too many times in the cells above")
                     break
-        self.set_widgets_metadata()
+        self._results_are_not_scores()
         self._write_cell_times()
         return self.nb, self.resources
+
+    def _results_are_not_scores(self) -> None:
+        """nbgrader scores a test cell by its first execute_result (a non-number: full marks) before
+        it looks for an error. The course's tests pass or raise; whatever the code under test
+        displayed stays visible, as a display that nbgrader does not read as a score."""
+        for cell in self.nb.cells:
+            if cell.cell_type == "code" and is_test(cell):
+                cell.outputs = [NotebookNode(output_type="display_data", data=o.get("data", {}),
+                                             metadata=o.get("metadata", {}))
+                                if o.output_type == "execute_result" else o for o in cell.outputs]
 

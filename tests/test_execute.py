@@ -223,3 +223,73 @@ def test_each_cell_time_and_outcome_is_recorded(tmp_path):
     rows = [json.loads(line) for line in times.read_text().splitlines()]
     assert [(row["cell"], row["outcome"]) for row in rows] == [(0, "ok"), (1, "error: ZeroDivisionError")]
     assert rows[0]["seconds"] >= 0.3
+
+
+# -- what a kernel sends is data: forged messages, scores and floods of every kind --------------------
+
+FORGE = """k = get_ipython().kernel
+message = k.session.msg('stream', {{'name': 'stdout', 'text': 'forged'}}, parent=k.get_parent('shell'))
+parts = k.session.serialize(message)
+{tamper}
+k.iopub_socket.send_multipart(parts)
+print('sent')"""
+TAMPERINGS = {
+    "bad signature": "parts[parts.index(b'<IDS|MSG>') + 1] = b'0' * 64",
+    "not JSON": "at = parts.index(b'<IDS|MSG>'); parts[at + 5] = b'{not json'\n"
+                "parts[at + 1] = k.session.sign(parts[at + 2:at + 6])",
+    "replayed": "k.iopub_socket.send_multipart(parts)",
+    "missing content field": "at = parts.index(b'<IDS|MSG>'); parts[at + 5] = b'{}'\n"
+                             "parts[at + 1] = k.session.sign(parts[at + 2:at + 6])",
+}
+
+
+@pytest.mark.parametrize("tampering", TAMPERINGS)
+def test_a_message_the_grader_cannot_verify_fails_its_cell_and_grading_goes_on(tmp_path, tampering):
+    cells = run(["value = 41", FORGE.format(tamper=TAMPERINGS[tampering]), "print(value + 1)"], tmp_path)
+    [(name, message)] = errors(cells[1])
+    assert name == "UnverifiedKernelMessage" and "could not verify" in message
+    # A replay's first copy is the kernel's own, signed message: only the copy is dropped.
+    assert text(cells[1]).count("forged") == (1 if tampering == "replayed" else 0)
+    assert text(cells[2]) == "42\n", "the rest of the notebook is graded with the same kernel"
+
+
+def test_what_the_code_under_test_displays_never_sets_the_score(tmp_path):
+    """nbgrader reads a test cell's first execute_result as its score (a string: full marks)."""
+    from nbgrader.utils import determine_grade
+
+    student = ("def answer():\n"
+               "    get_ipython().displayhook('full marks please')\n"
+               "    get_ipython().displayhook(1.0)\n"
+               "    return 41")
+    executed = guarded_run([("setup", "import math"), ("student", student),
+                            ("ex1_test", "assert answer() == 42, 'answer() should be 42'")], tmp_path)
+    test_cell = executed[2]
+    assert [o.output_type for o in test_cell.outputs].count("execute_result") == 0
+    assert ("AssertionError", "answer() should be 42") in errors(test_cell)
+    assert determine_grade(test_cell) == (0, 1)
+
+
+def test_displays_are_capped_per_cell_and_per_notebook(tmp_path):
+    display = "from IPython.display import display, HTML\nfor i in range(60):\n    display(HTML('x' * 25_000))"
+    cells = run([display, display, "print('after')"], tmp_path, max_output_chars=200_000,
+                max_notebook_output_chars=300_000)
+    kept = [sum(len(o.get("data", {}).get("text/html", "")) for o in cell.outputs) for cell in cells[:2]]
+    assert kept[0] <= 200_000 and sum(kept) <= 300_000, kept
+    assert "output cut at 200,000 characters" in text(cells[0])
+    assert text(cells[2]).endswith("after\n")
+
+
+def test_a_display_update_cannot_grow_past_the_cap(tmp_path):
+    updates = ("from IPython.display import display, update_display\n"
+               "for i in range(200):\n    display('small', display_id=f'd{i}')\n"
+               "for i in range(200):\n    update_display('x' * 100_000, display_id=f'd{i}')")
+    cells = run([updates], tmp_path, max_output_chars=200_000)
+    kept = sum(len(str(o.get("data", {}).get("text/plain", ""))) for o in cells[0].outputs)
+    assert kept <= 200_000 + 200 * 60, kept
+
+
+def test_an_error_is_never_cut_away(tmp_path):
+    cells = run(["print('x' * 300_000)\nraise ValueError('the real failure ' + 'y' * 50_000)"], tmp_path,
+                max_output_chars=10_000)
+    [(name, message)] = errors(cells[0])
+    assert name == "ValueError" and message.startswith("the real failure") and len(message) <= 10_000

@@ -1,0 +1,51 @@
+"""Messages from a student's kernel are untrusted input: a bad one is dropped and counted, never fatal.
+
+jupyter_client raises on a message whose signature does not verify, that was replayed, or that is
+malformed, and nbclient lets that exception end the whole notebook: one forged message from a
+student's code left a submission with no autograded notebook, no feedback and a zero. The grader
+uses `CheckedSession` instead. It turns such a message into an inert one that no cell is waiting
+for (no parent, so nbclient skips it) and records why, so that GuardedExecute can fail the cell
+that was running when it came and grade the rest of the notebook.
+"""
+
+from __future__ import annotations
+
+from jupyter_client.session import Session
+
+# The type of the inert message that replaces a rejected one.
+REJECTED = "course_rejected_message"
+
+
+def _is_well_formed(message: dict, with_content: bool) -> bool:
+    header, parent = message.get("header"), message.get("parent_header")
+    if not (isinstance(header, dict) and isinstance(parent, dict)):
+        return False
+    if not (isinstance(header.get("msg_id"), str) and isinstance(header.get("msg_type"), str)):
+        return False
+    if not isinstance(parent.get("msg_id", ""), str) or not isinstance(message.get("metadata"), dict):
+        return False
+    return not with_content or isinstance(message.get("content"), dict)
+
+
+class CheckedSession(Session):
+    """A Session that drops what it cannot verify or read, and keeps a list of why."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.rejected: list[str] = []
+
+    def deserialize(self, msg_list, content=True, copy=True):
+        try:
+            message = super().deserialize(msg_list, content=content, copy=copy)
+        except Exception as error:  # signature, replay, framing, JSON: all the kernel's doing
+            return self._rejected(f"{type(error).__name__}: {str(error)[:80]}")
+        if not _is_well_formed(message, content):
+            return self._rejected("a message without the fields every kernel message has")
+        return message
+
+    def _rejected(self, why: str) -> dict:
+        self.rejected.append(why)
+        header = {"msg_id": f"rejected-{len(self.rejected)}", "msg_type": REJECTED, "session": "",
+                  "username": "", "date": None, "version": "5.3"}
+        return {"header": header, "msg_id": header["msg_id"], "msg_type": REJECTED, "parent_header": {},
+                "metadata": {}, "content": {}, "buffers": []}
