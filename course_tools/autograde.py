@@ -118,12 +118,48 @@ def grade_one(root: str, assignment: str, student: str, db_url: str,
     seconds = round(time.monotonic() - started, 2)
     if not result.get("success"):
         forget_submission(db_url, api.coursedir.course_id, assignment, student)
-        reason = (result.get("error") or "").strip().splitlines()[-1:] or ["nbgrader reported a failure"]
-        return asdict(Outcome(assignment, student, "failed", seconds, message=reason[0][:300]))
+        return asdict(Outcome(assignment, student, "failed", seconds, message=failure_cause(result)))
     with Gradebook(db_url, api.coursedir.course_id) as gradebook:
         submission = gradebook.find_submission(assignment, student)
         score, max_score = float(submission.score), float(submission.max_score)
     return asdict(Outcome(assignment, student, "graded", seconds, score, max_score))
+
+
+def _exception_lines(text: str) -> list[str]:
+    """The "Name: message" line that closes each Python traceback in `text`, in order.
+
+    A logged traceback is indented as a whole, so the closing line is the first one indented less
+    than the traceback's `File "..."` lines."""
+    found, lines = [], text.splitlines()
+    for start, line in enumerate(lines):
+        if not line.rstrip().endswith("Traceback (most recent call last):"):
+            continue
+        frame_indent = None
+        for after in lines[start + 1:]:
+            if not after.strip():
+                continue
+            indent = len(after) - len(after.lstrip())
+            if frame_indent is None and after.lstrip().startswith('File "'):
+                frame_indent = indent
+            elif frame_indent is None or indent < frame_indent:
+                found.append(after.strip())
+                break
+    return found
+
+
+def failure_cause(result: dict) -> str:
+    """Why nbgrader could not grade a submission, from what its API captured.
+
+    nbgrader's own exception only says "Please see the above traceback"; the traceback is in the
+    captured log. The first exception there is the cause, the last the one that ended grading."""
+    raised = _exception_lines(result.get("log") or "") or _exception_lines(result.get("error") or "")
+    useful = [line for line in raised if "see the above traceback" not in line.lower()
+              and "see the the above traceback" not in line.lower()]
+    if not useful:
+        last = (result.get("error") or "").strip().splitlines()[-1:]
+        return (last[0] if last else "nbgrader reported a failure and logged no reason")[:500]
+    cause, final = useful[0], useful[-1]
+    return (cause if cause == final else f"{final} (caused by {cause})")[:500]
 
 
 def forget_submission(db_url: str, course_id: str, assignment: str, student: str) -> None:

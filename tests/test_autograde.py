@@ -225,3 +225,39 @@ def test_a_postgres_gradebook_survives_an_interrupted_coordinator(tmp_path, post
     assert caller_scores["ex5_1_test"] == 0 and sum(caller_scores.values()) == 9
     autograded = (root / "autograded" / "calls_the_gradebook" / ASSIGNMENT / "memory.ipynb").read_text()
     assert "reached the gradebook: False" in autograded
+
+
+def test_a_grading_failure_names_its_cause(tmp_path, monkeypatch):
+    """nbgrader only says "Please see the above traceback"; the teacher must read the cause."""
+    import course_tools.autograde as autograde
+
+    root = make_class(tmp_path / "course")
+    load_config = autograde.load_config
+
+    def without_the_kernel(folder):
+        config = load_config(folder)
+        config.GuardedExecute.kernel_name = "no-such-kernel"
+        return config
+
+    monkeypatch.setattr(autograde, "load_config", without_the_kernel)
+    db_url = default_db_url(root)
+    autograde._prepare(root, db_url, [(ASSIGNMENT, "reference")])
+    outcome = autograde.grade_one(str(root), ASSIGNMENT, "reference", db_url)
+    assert outcome["status"] == "failed"
+    assert "NoSuchKernel" in outcome["message"] and "no-such-kernel" in outcome["message"], outcome
+    assert "above traceback" not in outcome["message"]
+
+
+def test_the_cause_is_the_first_exception_in_the_captured_log():
+    from course_tools.autograde import failure_cause
+
+    log = ("[INFO] Converting notebook\n[ERROR] There was an error processing assignment\n"
+           "[ERROR] Traceback (most recent call last):\n  File \"x.py\", line 1, in run\n    start()\n"
+           "ModuleNotFoundError: No module named 'helpers'\n\nThe above exception was the direct cause of "
+           "the following exception:\n\nTraceback (most recent call last):\n  File \"y.py\", line 2\n"
+           "RuntimeError: the grading guard failed to start\n")
+    result = {"success": False, "log": log,
+              "error": "Traceback (most recent call last):\nNbGraderException: Please see the above traceback"}
+    assert failure_cause(result) == ("RuntimeError: the grading guard failed to start "
+                                     "(caused by ModuleNotFoundError: No module named 'helpers')")
+    assert failure_cause({"success": False, "error": "boom"}) == "boom"
