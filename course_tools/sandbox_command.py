@@ -1,16 +1,23 @@
 """The command line that starts a kernel inside the bubblewrap sandbox (see course_tools.sandbox).
 
-Everything about what the sandbox contains: the read-only binds, the tmpfs folders and their
-sizes, the user namespace a root grader needs (USERNS_LAUNCHER), the limits set just before the
-kernel starts, and the environment bubblewrap itself starts with.
+Everything about what the sandbox contains: the read-only binds (the kernel's own Python and the
+`helpers` it imports, as that Python resolves them: `kernel_python`), the tmpfs folders and their
+sizes, the user namespace a root grader needs (USERNS_LAUNCHER), the memory cgroup the launch
+enters first (ENTER_CGROUP), the limits set just before the kernel starts, and the environment
+bubblewrap itself starts with.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +35,9 @@ CONNECTION_FILE = f"{KERNEL_DIR}/connection.json"
 SUBMISSION_COPY = "/run/submission"
 GRADER_CONNECTION_FILE = "/run/grader/connection.json"
 HOME = "/tmp/home"
+
+# Packages of this course that notebooks import: bound where the kernel's own Python finds them.
+KERNEL_PACKAGES = ("helpers",)
 
 KERNEL_UID = 1000
 # No account should own this id: systemd leaves 1879048192...2147352575 unused.
@@ -71,6 +81,30 @@ with open("/proc/sys/user/max_user_namespaces", "w") as handle:
 os.execv(sys.argv[3], sys.argv[3:])
 """
 
+# The first thing the launch runs, before any namespace or student code exists: moves itself into
+# the kernel's memory cgroup ($0) and execs the rest of the command line, so that every process of
+# the sandbox is born inside it. $$ is this shell's pid as the grader sees it.
+ENTER_CGROUP = (
+    'echo $$ > "$0/cgroup.procs" || { echo "sandbox: cannot enter the kernel\'s memory cgroup $0" >&2; '
+    'exit 1; }; exec "$@"'
+)
+
+# Asks the kernel's Python, in the environment the sandbox gives it, where it finds itself and the
+# course's packages: the grader's own view may differ (an editable install of another checkout).
+RESOLVE_IMPORTS = r"""
+import importlib.util, json, sys
+packages = {}
+for name in sys.argv[1:]:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None:
+        packages[name] = list(spec.submodule_search_locations or []) or [spec.origin]
+print(json.dumps({"executable": sys.executable, "prefix": sys.prefix, "base_prefix": sys.base_prefix,
+                  "packages": packages}))
+"""
+
 # Runs first inside the sandbox, with the rights bubblewrap left: fills the working folder with a
 # copy of the submission ($0) and the kernel's folder with a copy of the connection file (which
 # may be readable by its owner only), then starts "$@": the limits and the kernel. The copy takes
@@ -101,16 +135,64 @@ def _system_binds() -> list[str]:
     return binds
 
 
-def _python_binds() -> list[str]:
-    """This interpreter, its environment, and the helpers package wherever it is installed."""
-    folders = {Path(sys.base_prefix), Path(sys.prefix), Path(sys.executable).resolve().parent.parent}
-    spec = importlib.util.find_spec("helpers")
-    if spec is not None and spec.submodule_search_locations:
-        folders.update(Path(p) for p in spec.submodule_search_locations)
-    binds = []
-    for folder in sorted(folders, key=lambda p: len(p.parts)):
-        if folder.is_dir() and not any(str(folder).startswith(s) for s in ("/usr/", "/etc/", "/opt/")):
-            binds += ["--ro-bind", str(folder), str(folder)]
+@dataclass(frozen=True)
+class KernelPython:
+    """Where a kernel's interpreter lives and where it imports the course's packages from."""
+
+    executable: str
+    prefixes: tuple[str, ...]
+    # Each package's folders (a single-file module: its file); a package it cannot find is absent.
+    packages: dict[str, tuple[str, ...]]
+    # Why the interpreter could not be asked, in which case the rest is the grader's own view.
+    failure: str = ""
+
+
+def grader_python() -> KernelPython:
+    """The grader's own interpreter and where it imports the course's packages from."""
+    packages = {}
+    for name in KERNEL_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None:
+            packages[name] = tuple(spec.submodule_search_locations or []) or (str(spec.origin),)
+    return KernelPython(sys.executable, (sys.prefix, sys.base_prefix), packages)
+
+
+@functools.cache
+def kernel_python(interpreter: str) -> KernelPython:
+    """What `interpreter` (a kernel's argv[0]) resolves, asked once per grading run in the environment
+    the sandbox gives it, from an empty folder; the grader's own view where it cannot answer (not a
+    Python, or it fails)."""
+    executable = shutil.which(interpreter, path=os.environ.get("PATH")) or interpreter
+    environment = {**sandbox_environment(), "HOME": HOME}
+    try:
+        with tempfile.TemporaryDirectory(prefix="kernel-imports-") as empty:
+            answer = subprocess.run([executable, "-c", RESOLVE_IMPORTS, *KERNEL_PACKAGES], cwd=empty,
+                                    env=environment, capture_output=True, text=True, timeout=60)
+        if answer.returncode != 0:
+            raise ValueError((answer.stderr.strip().splitlines() or [f"exit status {answer.returncode}"])[-1])
+        found = json.loads(answer.stdout.strip().splitlines()[-1])
+        return KernelPython(found["executable"], (found["prefix"], found["base_prefix"]),
+                            {name: tuple(places) for name, places in found["packages"].items()})
+    except (OSError, ValueError, KeyError, IndexError, subprocess.TimeoutExpired) as error:
+        return replace(grader_python(), failure=f"{executable} did not say ({error})")
+
+
+def _python_binds(python: KernelPython) -> list[str]:
+    """The kernel's interpreter, its environment, and the course's packages where it imports them.
+    Only the packages' own folders: the sys.path entry above one (an editable install's checkout)
+    may hold the solutions."""
+    paths = {Path(p) for p in python.prefixes} | {Path(python.executable).resolve().parent.parent}
+    paths.update(Path(place) for places in python.packages.values() for place in places)
+    binds: list[str] = []
+    bound = ["/usr", "/etc", "/opt"]
+    for path in sorted(paths, key=lambda p: len(p.parts)):
+        shown = str(path)
+        # Never the whole file system (an interpreter at /python); os.path.exists: a folder this user
+        # may not look into is no bind, not a crash.
+        if len(path.parts) < 2 or not os.path.exists(shown) or any(_under(shown, f) for f in bound):
+            continue
+        binds += ["--ro-bind", shown, shown]
+        bound.append(shown)
     return binds
 
 
@@ -156,15 +238,20 @@ def folder_bytes(folder: str | Path) -> int:
 def sandboxed_command(command: list[str], workdir: str, connection_file: str, memory_bytes: int,
                       cpu_seconds: int, *, processes: int = 256, disk_bytes: int = 200 * MB,
                       tmp_bytes: int = 256 * MB, shm_bytes: int = 256 * MB,
-                      bwrap: Bubblewrap | None = None, info_fd: int | None = None) -> list[str]:
+                      bwrap: Bubblewrap | None = None, info_fd: int | None = None,
+                      memory_cgroup: str | None = None) -> list[str]:
     """`command` wrapped so that it runs in the sandbox, in a copy of `workdir` with `disk_bytes`
     of room beyond the submission's files, under the given limits.
 
     `memory_bytes` covers the kernel's data and its tmpfs (working folder, /tmp, /dev/shm), which
-    live in RAM: the data limit is what remains once they are full. The connection file's path in
-    `command` becomes its copy's inside. With `info_fd`, bubblewrap writes there a JSON object whose
-    "child-pid" names a process inside the sandbox (`SandboxedKernelManager` reaches the kernel's
-    sockets through its /proc/<pid>/root). Run it with `env=sandbox_environment()`.
+    live in RAM: the data limit of each process is what remains once they are full. With
+    `memory_cgroup` (the folder of a memory cgroup made for this kernel, whose limit bounds all its
+    processes together) the launch enters it before anything else runs. `command[0]` is the
+    kernel's Python: its environment and the course's packages it imports are bound where it finds
+    them. The connection file's path in `command` becomes its copy's inside. With `info_fd`,
+    bubblewrap writes there a JSON object whose "child-pid" names a process inside the sandbox
+    (`SandboxedKernelManager` reaches the kernel's sockets through its /proc/<pid>/root). Run it
+    with `env=sandbox_environment()`.
     """
     if bwrap is None:
         from course_tools.sandbox import sandbox_status  # it probes with this very function
@@ -194,7 +281,7 @@ def sandboxed_command(command: list[str], workdir: str, connection_file: str, me
         sandbox += ["--info-fd", str(info_fd)]
     # Order matters: the tmpfs first, then the binds, which may lie under /tmp themselves; the
     # working folder's tmpfs last but for making everything else read-only.
-    binds = [*_system_binds(), *_python_binds(), *_device_binds(),
+    binds = [*_system_binds(), *_python_binds(kernel_python(command[0])), *_device_binds(),
              "--ro-bind", workdir, SUBMISSION_COPY, "--ro-bind", connection_file, GRADER_CONNECTION_FILE]
     sandbox += ["--proc", "/proc", "--dev", "/dev",
                 "--perms", "1777", "--size", str(shm_bytes), "--tmpfs", "/dev/shm",
@@ -225,4 +312,5 @@ def sandboxed_command(command: list[str], workdir: str, connection_file: str, me
     limits = [_tool("prlimit"), f"--data={data_bytes}", f"--cpu={cpu_seconds}", "--core=0",
               f"--nproc={processes}", "--"]
     kernel = [arg.replace(connection_file, CONNECTION_FILE) for arg in command]
-    return [*launcher, *sandbox, "/bin/sh", "-c", prepare, workdir, *drop, *limits, *kernel]
+    enter = [] if memory_cgroup is None else ["/bin/sh", "-c", ENTER_CGROUP, memory_cgroup]
+    return [*enter, *launcher, *sandbox, "/bin/sh", "-c", prepare, workdir, *drop, *limits, *kernel]

@@ -257,7 +257,8 @@ def test_the_cause_is_the_first_exception_in_the_captured_log():
            "the following exception:\n\nTraceback (most recent call last):\n  File \"y.py\", line 2\n"
            "RuntimeError: the grading guard failed to start\n")
     result = {"success": False, "log": log,
-              "error": "Traceback (most recent call last):\nNbGraderException: Please see the above traceback"}
+              "error": "Traceback (most recent call last):\n"
+                       "NbGraderException: Please see the above traceback"}
     assert failure_cause(result) == ("RuntimeError: the grading guard failed to start "
                                      "(caused by ModuleNotFoundError: No module named 'helpers')")
     assert failure_cause({"success": False, "error": "boom"}) == "boom"

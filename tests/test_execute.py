@@ -270,7 +270,8 @@ def test_what_the_code_under_test_displays_never_sets_the_score(tmp_path):
 
 
 def test_displays_are_capped_per_cell_and_per_notebook(tmp_path):
-    display = "from IPython.display import display, HTML\nfor i in range(60):\n    display(HTML('x' * 25_000))"
+    display = ("from IPython.display import display, HTML\n"
+               "for i in range(60):\n    display(HTML('x' * 25_000))")
     cells = run([display, display, "print('after')"], tmp_path, max_output_chars=200_000,
                 max_notebook_output_chars=300_000)
     kept = [sum(len(o.get("data", {}).get("text/html", "")) for o in cell.outputs) for cell in cells[:2]]

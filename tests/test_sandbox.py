@@ -5,28 +5,40 @@ the grader's own way of starting kernels, by a real kernel started by SandboxedK
 """
 
 import asyncio
+import json
+import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from traitlets.config import Config
 
 from course_tools import sandbox
 from course_tools.sandbox import (
+    CGROUP_PREFIX,
     MB,
     Bubblewrap,
+    KernelMemoryCgroup,
     SandboxedKernelManager,
     SandboxStatus,
+    grader_memory_cgroup,
     grading_sandbox,
+    memory_cgroups,
+    remove_stale_memory_cgroups,
     sandbox_environment,
     sandbox_setting,
     sandbox_status,
     sandboxed_command,
 )
+from course_tools.sandbox_command import grader_python, kernel_python
 
 needs_sandbox = pytest.mark.skipif(not sandbox_status().available, reason=sandbox_status().message)
+needs_memory_cgroups = pytest.mark.skipif(not memory_cgroups().available, reason=memory_cgroups().description)
 SECRET = "grader-secret-4f1d9c"
 
 PROBE = """
@@ -69,16 +81,32 @@ def snapshot(folder):
     return entries
 
 
-def run_probe(tmp_path, probe, *args, timeout=120, **limits):
-    """Run `probe` in the sandbox, in the submission's folder; returns its stdout, the course and the
-    submission's folder. The grader's environment holds a secret."""
+def run_sandboxed(tmp_path, probe, *args, timeout=120, python=sys.executable, cgroups=None, **limits):
+    """Run `probe` with `python` in the sandbox, in the submission's folder, in a memory cgroup of
+    its own (as the grader would, under `cgroups`, default the grader's own where it can make one);
+    returns the finished process, the course and the submission's folder. The grader's environment
+    holds a secret. No cgroup of the probe's is left afterwards."""
     course, workdir = make_course(tmp_path)
     connection = tmp_path / "kernel.json"
     connection.write_text("{}")
     limits = {"memory_bytes": 2 * 2**30, "cpu_seconds": 60, **limits}
-    command = sandboxed_command([sys.executable, "-c", probe, *args], str(workdir), str(connection), **limits)
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                            env={**sandbox_environment(), "GRADER_SECRET": SECRET})
+    cgroups = cgroups or memory_cgroups()
+    cgroup = KernelMemoryCgroup.create(cgroups, limits["memory_bytes"]) if cgroups.available else None
+    try:
+        command = sandboxed_command([python, "-c", probe, *args], str(workdir), str(connection),
+                                    memory_cgroup=None if cgroup is None else str(cgroup.path), **limits)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                env={**sandbox_environment(), "GRADER_SECRET": SECRET})
+        result.oom_kills = cgroup.oom_kills() if cgroup else 0
+    finally:
+        removed = cgroup is None or cgroup.remove()
+    assert removed and not (cgroup and cgroup.path.exists())
+    return result, course, workdir
+
+
+def run_probe(tmp_path, probe, *args, **options):
+    """`run_sandboxed`, for a probe that must succeed: its stdout, the course and the submission's folder."""
+    result, course, workdir = run_sandboxed(tmp_path, probe, *args, **options)
     assert result.returncode == 0, result.stderr
     return result.stdout, course, workdir
 
@@ -96,6 +124,168 @@ def test_kernel_sees_only_its_folder_and_the_course_helpers(tmp_path):
 def test_memory_beyond_the_limit_fails_inside_the_kernel(tmp_path):
     output, _, _ = run_probe(tmp_path, PROBE, str(tmp_path / "course"), memory_bytes=1 * 2**30)
     assert "allocation: MemoryError" in output, output
+
+
+KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)
+# Small limits keep these fast: 512 MB in all, of which the three tmpfs take 48 MB.
+SMALL_MEMORY = {"memory_bytes": 512 * MB, "disk_bytes": 16 * MB, "tmp_bytes": 16 * MB, "shm_bytes": 16 * MB}
+
+SHARED_MEMORY = """
+import mmap, sys
+megabytes = int(sys.argv[1])
+shared = mmap.mmap(-1, megabytes * 2**20, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+page = b"x" * 2**20
+for held in range(megabytes):
+    shared[held * 2**20:(held + 1) * 2**20] = page
+    if held % 64 == 0:
+        print("holding", held, "MB", flush=True)
+print("held", megabytes, "MB shared")
+"""
+
+# Children that each hold a block and wait for the others; prints how each one ended.
+CHILDREN_MEMORY = """
+import os, sys
+children, megabytes = int(sys.argv[1]), int(sys.argv[2])
+release_read, release_write = os.pipe()
+pids = []
+for _ in range(children):
+    held_read, held_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(release_write)
+        block = b"x" * (megabytes * 2**20)
+        os.write(held_write, b"1")
+        os.read(release_read, 1)
+        os._exit(0)
+    os.close(held_write)
+    os.read(held_read, 1)  # once the child holds its block, or has died
+    os.close(held_read)
+    pids.append(pid)
+os.close(release_write)
+outcomes = []
+for pid in pids:
+    _, status = os.waitpid(pid, 0)
+    outcomes.append("killed" if os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9 else "finished")
+print("children:", " ".join(outcomes))
+"""
+
+
+@needs_sandbox
+@needs_memory_cgroups
+def test_shared_memory_beyond_the_limit_kills_the_kernel(tmp_path):
+    # MAP_SHARED|MAP_ANONYMOUS is no data segment: setrlimit alone lets it past the limit.
+    result, _, _ = run_sandboxed(tmp_path, SHARED_MEMORY, "1280", **SMALL_MEMORY)
+    assert result.returncode in KILLED and "held 1280 MB" not in result.stdout, result.stdout
+    assert result.oom_kills >= 1
+    held = int(result.stdout.split("holding ")[-1].split()[0])
+    assert 0 < held < 512, result.stdout
+
+
+@needs_sandbox
+@needs_memory_cgroups
+def test_children_that_together_hold_more_than_the_limit_are_stopped(tmp_path):
+    # Four children of 200 MB each, every one under the data limit, 800 MB together.
+    result, _, _ = run_sandboxed(tmp_path, CHILDREN_MEMORY, "4", "200", **SMALL_MEMORY)
+    assert result.oom_kills >= 1
+    if result.returncode == 0:
+        # cgroup v1: the OOM killer ends the largest processes of the kernel, children here
+        outcomes = result.stdout.split("children:")[1].split()
+        assert "killed" in outcomes and outcomes.count("finished") * 200 < 512, outcomes
+    else:
+        # cgroup v2, memory.oom.group: the whole kernel
+        assert result.returncode in KILLED, result.stderr
+
+
+@needs_sandbox
+@needs_memory_cgroups
+def test_memory_under_the_limit_is_held_in_every_way(tmp_path):
+    output, _, _ = run_probe(tmp_path, SHARED_MEMORY + CHILDREN_MEMORY.replace("sys.argv[1]", "2")
+                             .replace("sys.argv[2]", "60") + """
+private = b"y" * (120 * 2**20)
+open("/dev/shm/block", "wb").write(b"z" * (8 * 2**20))
+print("private and /dev/shm held")
+""", "150", **SMALL_MEMORY)
+    assert "held 150 MB shared" in output and "children: finished finished" in output, output
+    assert "private and /dev/shm held" in output
+
+
+@needs_sandbox
+def test_without_a_memory_cgroup_the_limit_is_per_process(tmp_path):
+    """What the README says of the fallback: shared memory passes a per-process limit."""
+    fallback = memory_cgroups(str(tmp_path / "no-cgroups"))
+    output, _, _ = run_probe(tmp_path, SHARED_MEMORY, "600", cgroups=fallback, **SMALL_MEMORY)
+    assert "held 600 MB shared" in output, output
+
+
+def test_the_graders_own_memory_cgroup_is_found_in_v1_and_v2(tmp_path):
+    v1 = "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+    v2 = f"41 31 0:38 / {tmp_path} rw,relatime - cgroup2 cgroup2 rw\n"
+    own = "4:memory:/process_api/abc\n0::/grader\n"
+    (tmp_path / "grader").mkdir()
+    (tmp_path / "grader" / "cgroup.controllers").write_text("cpu hugetlb\n")
+    # A cgroup v2 hierarchy without the memory controller (a hybrid machine's) is passed over.
+    assert grader_memory_cgroup(v1 + v2, own) == Path("/sys/fs/cgroup/memory/process_api/abc")
+    (tmp_path / "grader" / "cgroup.controllers").write_text("cpu memory pids\n")
+    assert grader_memory_cgroup(v1 + v2, own) == tmp_path / "grader"
+    # A container's mount shows its own part of the hierarchy only.
+    container = "35 31 0:32 /docker/abc /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+    assert grader_memory_cgroup(container, "4:memory:/docker/abc/grader\n") == \
+        Path("/sys/fs/cgroup/memory/grader")
+    assert "no memory cgroup" in grader_memory_cgroup("", own)
+
+
+def test_without_a_writable_memory_cgroup_the_limits_are_per_process_and_said_so(tmp_path, monkeypatch):
+    missing = memory_cgroups(str(tmp_path / "missing"))
+    assert not missing.available and "does not exist" in missing.reason
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    not_a_cgroup = memory_cgroups(str(plain))
+    assert not not_a_cgroup.available and "not a memory cgroup" in not_a_cgroup.reason
+    assert list(plain.iterdir()) == [], "a folder that is no cgroup must not get files"
+    assert not_a_cgroup.description.startswith("memory bounded per process only")
+    sandbox_status.cache_clear()
+    monkeypatch.setattr(sandbox, "memory_cgroups", lambda parent=None: missing)
+    try:
+        status = sandbox_status()
+    finally:
+        sandbox_status.cache_clear()
+    if status.available:
+        assert "memory bounded per process only" in status.message and "does not exist" in status.message
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not memory_cgroups().available, reason="needs a root grader whose "
+                    "memory cgroups work, to compare with a grader that is not root")
+def test_a_grader_that_is_not_root_falls_back_to_per_process_limits():
+    ask = "from course_tools.sandbox import memory_cgroups; print(memory_cgroups().description)"
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    asked = subprocess.run([*nobody, sys.executable, "-c", ask], capture_output=True, text=True, timeout=60,
+                           cwd=Path(__file__).parent.parent)
+    if asked.returncode != 0:
+        pytest.skip(f"this Python cannot run as nobody: {asked.stderr.strip()[-200:]}")
+    assert asked.stdout.startswith("memory bounded per process only (cannot make a memory cgroup under "), \
+        asked.stdout
+
+
+@needs_memory_cgroups
+def test_cgroups_of_a_grader_that_crashed_are_removed_with_what_runs_in_them():
+    cgroups = memory_cgroups()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = KernelMemoryCgroup(cgroups.parent / f"{CGROUP_PREFIX}{dead.pid}-1-0", cgroups.version)
+    stale.path.mkdir()
+    left_running = subprocess.Popen(["/bin/sh", "-c", sandbox.ENTER_CGROUP, str(stale.path), "sleep", "60"])
+    ours = KernelMemoryCgroup.create(cgroups, 64 * MB)
+    try:
+        deadline = time.monotonic() + 10
+        while not stale.read("cgroup.procs").split() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert remove_stale_memory_cgroups(cgroups.parent) == [stale.path.name]
+        assert left_running.wait(timeout=10) == -signal.SIGKILL
+        assert not stale.path.exists() and ours.path.exists(), "a running grader's cgroup stays"
+    finally:
+        left_running.kill()
+        stale.remove()
+        ours.remove()
 
 
 @needs_sandbox
@@ -249,12 +439,18 @@ def test_the_process_limit_counts_each_sandbox_alone(tmp_path):
     assert all("forked 40, stopped by none" in output for output in outputs), outputs
 
 
-async def _run_in_a_sandboxed_kernel(workdir, snippets):
-    manager = SandboxedKernelManager(kernel_name="python3")
+async def _run_in_a_sandboxed_kernel(workdir, snippets, **manager_options):
+    manager = SandboxedKernelManager(kernel_name="python3", **manager_options)
     await manager.start_kernel(cwd=str(workdir))
     client = manager.client()
     client.start_channels()
-    outputs = {"transport": manager.transport, "ip": manager.ip}
+    cgroup = manager.memory_cgroup
+    outputs = {"transport": manager.transport, "ip": manager.ip, "cgroup": cgroup,
+               "launcher and sandbox": {str(manager.provisioner.pid), manager.ip.split("/")[2]}}
+    if cgroup is not None:
+        outputs["cgroup limit"] = int(cgroup.read("memory.limit_in_bytes" if cgroup.version == 1
+                                                  else "memory.max"))
+        outputs["cgroup processes"] = set(cgroup.read("cgroup.procs").split())
     try:
         await client.wait_for_ready(timeout=60)
         for name, code in snippets.items():
@@ -271,7 +467,14 @@ async def _run_in_a_sandboxed_kernel(workdir, snippets):
         client.stop_channels()
         await manager.shutdown_kernel(now=True)
     outputs["connection file left"] = os.path.exists(manager.connection_file)
+    outputs["cgroup left"] = cgroup is not None and cgroup.path.exists()
     return outputs
+
+
+def our_cgroups():
+    """The kernels' memory cgroups this test process has now."""
+    parent = memory_cgroups().parent
+    return sorted(parent.glob(f"{CGROUP_PREFIX}{os.getpid()}-*")) if parent else []
 
 
 ENVIRON_SCAN = f"""
@@ -315,10 +518,126 @@ def test_a_sandboxed_kernel_talks_to_the_grader_over_ipc(sandboxed_kernel):
 
 
 @needs_sandbox
+@needs_memory_cgroups
+def test_a_kernel_runs_in_a_memory_cgroup_of_its_own_that_goes_with_it(sandboxed_kernel):
+    assert sandboxed_kernel["cgroup"] is not None
+    assert sandboxed_kernel["cgroup limit"] == SandboxedKernelManager().memory_limit_bytes
+    # the process the grader started and the sandbox's first one, so everything they started too
+    assert sandboxed_kernel["launcher and sandbox"] <= sandboxed_kernel["cgroup processes"]
+    assert not sandboxed_kernel["cgroup left"] and our_cgroups() == []
+
+
+@needs_sandbox
+@needs_memory_cgroups
+def test_a_kernel_killed_for_memory_is_replaced_and_its_cgroup_removed(tmp_path, caplog):
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from course_tools.execute import DIED, GuardedExecute
+
+    config = Config()
+    config.SandboxedKernelManager.memory_limit_bytes = 512 * MB
+    for name in ("disk_limit_bytes", "tmp_limit_bytes", "shm_limit_bytes"):
+        config.SandboxedKernelManager[name] = 16 * MB
+    shared = SHARED_MEMORY.replace("int(sys.argv[1])", "1280")
+    sources = ["value = 41", shared, "print(value + 1)"]
+    notebook = new_notebook(cells=[new_code_cell(source) for source in sources])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    _, workdir = make_course(tmp_path)
+    executor = GuardedExecute(guard=False, kernel_name="python3", config=config)
+    with caplog.at_level(logging.WARNING):
+        executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(workdir)}})
+    [(name, message)] = [(o.ename, o.evalue) for o in executed.cells[1].outputs if o.output_type == "error"]
+    assert name == DIED and "memory beyond the grader's limit" in message
+    assert "".join(o.get("text", "") for o in executed.cells[2].outputs) == "42\n"
+    assert our_cgroups() == []
+    assert "the kernel ran out of its memory (512 MB)" in caplog.text, caplog.text
+
+
+@needs_sandbox
+def test_a_grader_without_memory_cgroups_says_so_once(tmp_path, monkeypatch, caplog):
+    fallback = memory_cgroups(str(tmp_path / "missing"))
+    monkeypatch.setattr(sandbox, "memory_cgroups", lambda parent=None: fallback)
+    monkeypatch.setattr(sandbox, "_ANNOUNCED", set())
+    _, workdir = make_course(tmp_path)
+    log = logging.getLogger("grader")
+    with caplog.at_level(logging.WARNING, logger="grader"):
+        for _ in range(2):
+            outputs = asyncio.run(_run_in_a_sandboxed_kernel(workdir, {"sum": "1+1"}, log=log))
+            assert outputs["sum"] == "2" and outputs["cgroup"] is None
+    said = [r.getMessage() for r in caplog.records if "per process only" in r.getMessage()]
+    assert len(said) == 1 and "missing does not exist" in said[0], caplog.text
+
+
+@needs_sandbox
 def test_no_environment_variable_of_the_grader_is_visible_in_the_sandbox(sandboxed_kernel):
     output = sandboxed_kernel["environ"]
     assert "secret in: [] secret in cmdline: False" in output, output
     assert int(output.split("environ files read: ")[1].split()[0]) >= 1
+
+
+@pytest.fixture(scope="module")
+def python_of_another_checkout(tmp_path_factory):
+    """A virtual environment whose `helpers` is another checkout's (a .pth file names it), as in a
+    clone whose editable install points elsewhere: the grader imports this course's."""
+    folder = tmp_path_factory.mktemp("elsewhere")
+    (folder / "checkout" / "helpers").mkdir(parents=True)
+    (folder / "checkout" / "helpers" / "__init__.py").write_text('WHERE = "the other checkout"\n')
+    (folder / "checkout" / "source").mkdir()
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder / "venv")], check=True)
+    [site_packages] = (folder / "venv" / "lib").glob("python3*/site-packages")
+    (site_packages / "other_checkout.pth").write_text(str(folder / "checkout") + "\n")
+    return folder
+
+
+@needs_sandbox
+def test_the_kernel_imports_helpers_where_its_own_python_finds_them(tmp_path, python_of_another_checkout):
+    python = str(python_of_another_checkout / "venv" / "bin" / "python")
+    elsewhere = str(python_of_another_checkout / "checkout" / "helpers")
+    assert kernel_python(python).packages["helpers"] == (elsewhere,)
+    assert grader_python().packages["helpers"] != (elsewhere,)
+    output, _, _ = run_probe(tmp_path, """
+import os, helpers
+print("helpers:", helpers.__file__, helpers.WHERE)
+checkout = os.path.dirname(helpers.__path__[0])
+print("rest of the checkout visible:", os.path.exists(os.path.join(checkout, "source")))
+""", python=python)
+    assert f"helpers: {elsewhere}/__init__.py the other checkout" in output, output
+    assert "rest of the checkout visible: False" in output, output
+
+
+@needs_sandbox
+def test_a_kernel_that_cannot_start_says_why_in_the_graders_log(tmp_path, python_of_another_checkout, capfd,
+                                                              caplog, monkeypatch):
+    """A kernel's stderr is the grader's: bubblewrap and the sandbox pass it through."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    python = str(python_of_another_checkout / "venv" / "bin" / "python")
+    spec = tmp_path / "kernels" / "other"
+    spec.mkdir(parents=True)
+    spec.joinpath("kernel.json").write_text(json.dumps({
+        "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "another checkout's Python", "language": "python"}))
+    _, workdir = make_course(tmp_path)
+
+    async def start():
+        manager = SandboxedKernelManager(kernel_name="other", log=logging.getLogger("grader"),
+                                         kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec.parent)]))
+        await manager.start_kernel(cwd=str(workdir))
+        try:
+            for _ in range(200):
+                if not await manager.is_alive():
+                    break
+                await asyncio.sleep(0.05)
+            return await manager.is_alive()
+        finally:
+            await manager.shutdown_kernel(now=True)
+
+    monkeypatch.setattr(sandbox, "_ANNOUNCED", set())
+    with caplog.at_level(logging.WARNING, logger="grader"):
+        alive = asyncio.run(start())
+    assert not alive
+    assert "No module named ipykernel_launcher" in capfd.readouterr().err
+    assert "imports helpers from " + str(python_of_another_checkout / "checkout" / "helpers") in caplog.text
 
 
 @needs_sandbox
