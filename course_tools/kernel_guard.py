@@ -320,7 +320,17 @@ def install() -> Guard:
     from IPython import get_ipython
 
     shell = get_ipython()
-    guard = Guard()
+    # The kernel starts in the submission's folder, which is first on the import path: a `helpers/`
+    # or `torch.py` handed in there would become the package the checks run on. Import the
+    # guarded modules without it; later imports of the same names find them in sys.modules.
+    import os
+
+    here, saved = os.path.realpath(os.getcwd()), list(sys.path)
+    sys.path[:] = [entry for entry in saved if os.path.realpath(entry or os.curdir) != here]
+    try:
+        guard = Guard()
+    finally:
+        sys.path[:] = saved
     kernel = shell.kernel
     kernel.shell_handlers[REQUEST] = Handler(guard, Interpreter(shell), kernel)
     sys.addaudithook(_refuse_audit_hooks)

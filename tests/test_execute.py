@@ -5,7 +5,10 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from course_tools.cell_order import RestoreCellOrder
+from course_tools.course import REPO_ROOT
 from course_tools.execute import DIED, OUT_OF_TIME, TIMED_OUT, GuardedExecute
+
+REPO_HELPERS = REPO_ROOT / "helpers"
 
 
 def run(cells, tmp_path, **options):
@@ -294,3 +297,15 @@ def test_an_error_is_never_cut_away(tmp_path):
                 max_output_chars=10_000)
     [(name, message)] = errors(cells[0])
     assert name == "ValueError" and message.startswith("the real failure") and len(message) <= 10_000
+
+
+def test_a_package_handed_in_beside_the_notebook_does_not_replace_the_courses(tmp_path):
+    """The kernel's folder comes first on its import path; the guard imports the course's own."""
+    fake = tmp_path / "helpers"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("FAKE = True\n")
+    executed = guarded_run([("setup", "import helpers"),
+                            ("ex1_test", "assert not hasattr(helpers, 'FAKE'), 'the fake helpers ran'\n"
+                                         f"assert helpers.__file__.startswith({str(REPO_HELPERS)!r})")],
+                           tmp_path)
+    assert errors(executed[1]) == [], executed[1].outputs
