@@ -9,9 +9,12 @@ configuration stand in front of that:
 
 - `SubmissionIntake`, the `Autograde.pre_convert_hook`, runs on each submission folder before
   nbgrader copies anything: it makes the folder a real folder if it is a link, removes every
-  link and special file under it (never following one), removes extra files beyond a quota
-  (largest first), and replaces each notebook it cannot read as a notebook by a placeholder
-  that says why;
+  link and special file under it (never following one), removes what lies too deep or comes
+  after too many files and folders (nbgrader's walk of the folder recurses once per level, and
+  takes time that grows with the square of the files in a folder), removes extra files beyond a
+  quota (largest first), converts a notebook of an older format to format 4, clears the saved
+  outputs of a notebook too large with them (grading clears and regenerates them anyway), and
+  replaces each notebook it cannot read as a notebook by a placeholder that says why;
 - `IntakeNotes`, the first sanitize preprocessor, turns a placeholder into the blank release
   notebook (graded: zero points, with a feedback page), keeps one cell per grade id where a
   student pasted a cell twice (nbgrader's own DeduplicateIds leaves a cell that makes
@@ -27,8 +30,11 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import logging
 import os
 import stat
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -63,11 +69,48 @@ class Unreadable(Exception):
     for the student, and never quotes the file."""
 
 
-def read_submitted_notebook(path: Path, size_limit: int) -> tuple[nbformat.NotebookNode, bool]:
-    """The notebook at `path`, and whether it had to be rebuilt to follow nbformat 4's schema.
+@dataclass
+class GradableNotebook:
+    """A submitted notebook as the intake made it ready to grade, and what that changed."""
 
-    Raises Unreadable when it is not a notebook at all. nbformat itself is never handed the file
-    whole: its reader logs schema errors quoting the offending cell."""
+    notebook: nbformat.NotebookNode
+    rebuilt: bool = False  # rebuilt from its cells to follow nbformat 4's schema
+    converted_from: int | None = None  # the older format it was converted from
+    outputs_cleared_from: int | None = None  # its size in bytes, when its saved outputs were cleared
+
+    @property
+    def changed(self) -> bool:
+        return self.rebuilt or self.converted_from is not None or self.outputs_cleared_from is not None
+
+
+def read_submitted_notebook(path: Path, size_limit: int, file_limit: int | None = None) -> GradableNotebook:
+    """The notebook at `path`, made ready to grade.
+
+    `size_limit` bounds what is graded: a larger file, up to `file_limit` bytes (default
+    `size_limit`), is read without its saved outputs and execution counts, which grading clears
+    and regenerates anyway, and must fit then. Raises Unreadable when it is not a notebook, or too
+    large. nbformat itself is never handed the file whole: its reader logs schema errors quoting
+    the offending cell."""
+    file_limit = max(size_limit, file_limit or 0)
+    raw = _read_bounded(path, file_limit)
+    oversized = len(raw) > size_limit
+    try:
+        # Each saved output is dropped as soon as it is parsed, so that memory holds one at most.
+        data = json.loads(raw.decode("utf-8"), object_hook=_without_outputs if oversized else None)
+    except UnicodeDecodeError:
+        raise Unreadable("it is not text") from None
+    except (ValueError, RecursionError):
+        raise Unreadable("it is not valid JSON") from None
+    file_size, raw = len(raw), None  # the file's bytes, up to `file_limit` of them, are no longer needed
+    if not isinstance(data, dict) or "nbformat" not in data:
+        raise Unreadable("it is not a Jupyter notebook")
+    try:
+        return _made_gradable(data, file_size if oversized else None, size_limit)
+    except RecursionError:  # nbformat and json.dumps recurse into metadata nested as deep as json allows
+        raise Unreadable("its contents are nested too deeply") from None
+
+
+def _read_bounded(path: Path, file_limit: int) -> bytes:
     try:
         info = os.lstat(path)
     except OSError:
@@ -77,39 +120,100 @@ def read_submitted_notebook(path: Path, size_limit: int) -> tuple[nbformat.Noteb
         raise Unreadable(f"it is {kind}, not the notebook itself")
     if stat.S_ISDIR(info.st_mode):
         raise Unreadable("it is a folder")
-    if info.st_size > size_limit:
-        raise Unreadable(f"it is {megabytes(info.st_size)}, over the limit of {megabytes(size_limit)}")
+    if info.st_size > file_limit:
+        raise Unreadable(f"it is {megabytes(info.st_size)}, over the limit of {megabytes(file_limit)}")
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(descriptor, "rb") as handle:
-            raw = handle.read(size_limit + 1)
+            raw = handle.read(file_limit + 1)
     except OSError:
         raise Unreadable("the grader cannot read it") from None
-    if len(raw) > size_limit:
-        raise Unreadable(f"it is over the grader's limit of {megabytes(size_limit)}")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise Unreadable("it is not text") from None
-    except (ValueError, RecursionError):
-        raise Unreadable("it is not valid JSON") from None
-    if not isinstance(data, dict) or "nbformat" not in data:
-        raise Unreadable("it is not a Jupyter notebook")
-    if data.get("nbformat") != 4:
-        raise Unreadable("it is not in notebook format 4, the one Jupyter writes")
+    if len(raw) > file_limit:
+        raise Unreadable(f"it is over the grader's limit of {megabytes(file_limit)}")
+    return raw
+
+
+def _made_gradable(data: dict, oversized: int | None, size_limit: int) -> GradableNotebook:
+    """The parsed notebook `data` in format 4 and nbformat's schema; `oversized` is the file's size
+    when it is over `size_limit`, its outputs then already dropped by the parser."""
+    outputs_cleared_from = converted_from = None
+    if oversized is not None:
+        _clear_outputs(data)
+        size = len(json.dumps(data, ensure_ascii=False).encode("utf-8"))
+        if size > size_limit:
+            raise Unreadable(f"even without its saved outputs its cells are {megabytes(size)}, over the "
+                             f"limit of {megabytes(size_limit)}")
+        outputs_cleared_from = oversized
+    version = data.get("nbformat")
+    if type(version) is int and version in OLDER_FORMATS:  # not True, which equals 1
+        converted_from = version
+        data = _converted(data)
+    elif version != 4:
+        raise Unreadable("it is not in notebook format 4, the one Jupyter writes, nor in an older one")
     cells = data.get("cells")
     if not isinstance(cells, list) or not cells:
         raise Unreadable("it has no cells")
-    notebook = nbformat.from_dict(data)
-    if _valid(notebook):
-        return notebook, False
-    rebuilt = _rebuild(data, keep_metadata=True)
-    if rebuilt is not None and _valid(rebuilt):
-        return rebuilt, True
-    rebuilt = _rebuild(data, keep_metadata=False)
-    if rebuilt is not None and _valid(rebuilt):
-        return rebuilt, True
-    raise Unreadable("its cells are not notebook cells")
+    try:
+        notebook = nbformat.versions[4].to_notebook_json(data)  # sources as strings, as nbformat.read gives
+    except (AttributeError, KeyError, TypeError):  # cells too odd to join their lines: see below
+        notebook = nbformat.from_dict(data)
+    rebuilt = not _valid(notebook)
+    if rebuilt:
+        notebook = _rebuild(data, keep_metadata=True)
+        if notebook is None or not _valid(notebook):
+            notebook = _rebuild(data, keep_metadata=False)
+        if notebook is None or not _valid(notebook):
+            raise Unreadable("its cells are not notebook cells")
+    return GradableNotebook(notebook, rebuilt, converted_from, outputs_cleared_from)
+
+
+# Notebook formats older than 4 that nbformat converts: 3 (IPython 2, 2014), 2 and 1 before it.
+OLDER_FORMATS = (1, 2, 3)
+
+
+def _without_outputs(parsed: dict) -> dict | None:
+    # A JSON object with this key is a saved output (or a student's odd metadata, which loses
+    # nothing graded when it becomes null).
+    return None if "output_type" in parsed else parsed
+
+
+def _clear_outputs(data: dict) -> None:
+    """Clear saved outputs and execution counts in place, as grading's ClearOutput would, in
+    notebook format 4 and in the worksheets of the older ones."""
+    cell_lists = [data.get("cells")]
+    worksheets = data.get("worksheets")
+    if isinstance(worksheets, list):
+        cell_lists += [sheet.get("cells") for sheet in worksheets if isinstance(sheet, dict)]
+    for cells in cell_lists:
+        for cell in cells if isinstance(cells, list) else []:
+            if isinstance(cell, dict) and "outputs" in cell:
+                cell["outputs"] = []
+                for count in ("execution_count", "prompt_number"):  # format 4's name, and 3's
+                    if count in cell:
+                        cell[count] = None
+
+
+def _converted(data: dict) -> nbformat.NotebookNode:
+    """An older notebook in format 4, its cells' metadata (nbgrader's grade ids) kept."""
+    try:
+        with _quiet(get_logger()):  # nbformat logs validation errors quoting the notebook
+            older = nbformat.versions[data["nbformat"]].to_notebook_json(data)
+            return nbformat.convert(older, 4)
+    except Exception:  # whatever a malformed older notebook makes the converters trip on
+        raise Unreadable(f"it is in the old notebook format {data['nbformat']}, and could not be "
+                         "converted to format 4") from None
+
+
+@contextmanager
+def _quiet(logger: logging.Logger):
+    def nothing(record: logging.LogRecord) -> bool:
+        return False
+
+    logger.addFilter(nothing)
+    try:
+        yield
+    finally:
+        logger.removeFilter(nothing)
 
 
 def _valid(notebook) -> bool:
@@ -167,13 +271,25 @@ class SubmissionIntake:
     warnings and errors and never raises.
     """
 
-    def __init__(self, extra_files_quota_mb: float = 200, notebook_limit_mb: float = 50):
+    def __init__(self, extra_files_quota_mb: float = 200, notebook_limit_mb: float = 50,
+                 notebook_file_limit_mb: float = 500, folder_depth_limit: int = 20,
+                 extra_entries_limit: int = 1000):
+        """`notebook_limit_mb` bounds a notebook's cells without saved outputs; a larger file, up to
+        `notebook_file_limit_mb`, is graded without them. Beside the notebooks, nothing deeper
+        than `folder_depth_limit` folders, nor more than `extra_entries_limit` files and folders,
+        and at most `extra_files_quota_mb` in all."""
         self.extra_files_quota = int(extra_files_quota_mb * MB)
         self.notebook_limit = int(notebook_limit_mb * MB)
+        self.notebook_file_limit = int(notebook_file_limit_mb * MB)
+        self.folder_depth_limit = folder_depth_limit
+        self.extra_entries_limit = extra_entries_limit
 
     def __repr__(self) -> str:
         return (f"SubmissionIntake(extra_files_quota_mb={self.extra_files_quota / MB:g}, "
-                f"notebook_limit_mb={self.notebook_limit / MB:g})")
+                f"notebook_limit_mb={self.notebook_limit / MB:g}, "
+                f"notebook_file_limit_mb={self.notebook_file_limit / MB:g}, "
+                f"folder_depth_limit={self.folder_depth_limit}, "
+                f"extra_entries_limit={self.extra_entries_limit})")
 
     def __call__(self, assignment=None, student=None, notebooks=None, **_ignored) -> None:
         log = get_logger()
@@ -209,7 +325,7 @@ class SubmissionIntake:
             try:
                 if linked:
                     raise Unreadable("your submission folder was a link to another place, not a folder")
-                notebook, rebuilt = read_submitted_notebook(path, self.notebook_limit)
+                submitted = read_submitted_notebook(path, self.notebook_limit, self.notebook_file_limit)
             except Unreadable as problem:
                 remove_entry(path)
                 # The placeholder carries its own note, so the note stays with the submission.
@@ -217,14 +333,31 @@ class SubmissionIntake:
                 get_logger().warning("Intake of %s: %s could not be read as a notebook (%s): graded as "
                                      "the blank release", _label(folder), shown(name), problem)
                 continue
-            if rebuilt:
+            if submitted.changed:
                 remove_entry(path)
-                nbformat.write(notebook, path)
-                notes.append(f"`{shown(name)}` did not follow the notebook format exactly; it was graded "
-                             "from its cells' code and text.")
-        dropped, files = remove_unsafe_entries(folder, skip=frozenset(notebook_names))
+                nbformat.write(submitted.notebook, path)
+            notes += _changes_noted(name, submitted, self.notebook_limit)
+        dropped, files = remove_unsafe_entries(folder, skip=frozenset(notebook_names),
+                                               max_depth=self.folder_depth_limit,
+                                               max_entries=self.extra_entries_limit)
         dropped += enforce_quota(folder, files, self.extra_files_quota)
         return notes + [item.note() for item in dropped]
+
+
+def _changes_noted(name: str, submitted: GradableNotebook, size_limit: int) -> list[str]:
+    notes = []
+    if submitted.converted_from is not None:
+        notes.append(f"`{shown(name)}` was saved in the old notebook format {submitted.converted_from}; it "
+                     "was converted to format 4, the one Jupyter writes now, and graded.")
+    if submitted.outputs_cleared_from is not None:
+        notes.append(f"`{shown(name)}` is {megabytes(submitted.outputs_cleared_from)}, over the limit of "
+                     f"{megabytes(size_limit)}, because of its saved outputs: they were cleared before "
+                     "grading, which runs every cell again and makes them anew. Clear large outputs before "
+                     "you hand in.")
+    if submitted.rebuilt:
+        notes.append(f"`{shown(name)}` did not follow the notebook format exactly; it was graded from its "
+                     "cells' code and text.")
+    return notes
 
 
 def _label(folder: Path) -> str:

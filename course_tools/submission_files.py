@@ -1,15 +1,18 @@
 """The files of a submission folder: shown safely, removed without following links, kept under quota.
 
 Used by the intake (before nbgrader copies a submission) and by the feedback step (after grading):
-nothing here follows a link, opens a named pipe or prints a student's file name unescaped.
+nothing here follows a link, opens a named pipe or prints a student's file name unescaped, and
+nothing recurses once per folder level: Python 3.11's os.walk, Path.rglob, shutil.rmtree and
+shutil.copytree all do, and raise RecursionError on a folder about 1,000 levels deep.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
-import shutil
 import stat
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,8 +27,11 @@ class Dropped:
 
     path: str
     why: str
+    others: int = 0  # more entries removed for the same reason, not named in the note
 
     def note(self) -> str:
+        if self.others:
+            return f"`{shown(self.path)}` and {self.others:,} more were removed: {self.why}."
         return f"`{shown(self.path)}` was removed: {self.why}."
 
 
@@ -85,10 +91,7 @@ def _readable(path: Path, mode: int) -> bool:
 def remove_entry(path: Path) -> bool:
     """Remove a file, link or folder without following any link; False when it stays."""
     try:
-        if stat.S_ISDIR(os.lstat(path).st_mode):
-            shutil.rmtree(path)  # removes links inside, never what they point to
-        else:
-            os.unlink(path)
+        remove_tree(path)
         return True
     except FileNotFoundError:
         return True
@@ -97,16 +100,114 @@ def remove_entry(path: Path) -> bool:
         return False
 
 
-def remove_unsafe_entries(folder: Path, skip: frozenset[str] = frozenset()
-                          ) -> tuple[list[Dropped], list[tuple[str, int]]]:
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def remove_tree(path: Path) -> int:
+    """Remove a file, link or folder with everything in it, never following a link; returns how
+    many entries went. Unlike shutil.rmtree, it neither recurses nor holds a descriptor per level,
+    so no depth stops it, and it restores the owner's permissions a folder needs to be emptied."""
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
+        os.unlink(path)
+        return 1
+    parent = os.open(Path(path).parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return _remove_folder(parent, Path(path).name)
+    finally:
+        os.close(parent)
+
+
+def _open_folder(parent: int, name: str) -> int:
+    try:
+        folder = os.open(name, _FOLDER_FLAGS, dir_fd=parent)
+    except PermissionError:
+        # O_NOFOLLOW got as far as the permission check, so `name` is no link that chmod would follow.
+        os.chmod(name, stat.S_IRWXU, dir_fd=parent)
+        folder = os.open(name, _FOLDER_FLAGS, dir_fd=parent)
+    mode = os.fstat(folder).st_mode
+    if mode & stat.S_IRWXU != stat.S_IRWXU:  # emptying it takes write and search rights too
+        os.fchmod(folder, stat.S_IMODE(mode) | stat.S_IRWXU)
+    return folder
+
+
+def _identity(descriptor: int) -> tuple[int, int]:
+    info = os.fstat(descriptor)
+    return info.st_dev, info.st_ino
+
+
+def _remove_all_but_folders(folder: int) -> tuple[list[str], int]:
+    """Unlink every entry of an open folder that is no folder; returns the subfolders' names and
+    how many entries went."""
+    subfolders, removed = [], 0
+    for name in os.listdir(folder):
+        try:
+            mode = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            continue
+        if stat.S_ISDIR(mode):
+            subfolders.append(name)
+        else:
+            os.unlink(name, dir_fd=folder)
+            removed += 1
+    return subfolders, removed
+
+
+def _remove_folder(parent: int, name: str) -> int:
+    # Depth first, holding only the innermost folder open: each level entered keeps its name, its
+    # identity and the subfolders it still holds, and going back up opens `..`, which must be the
+    # level entered before (nothing else moves a submission's folders while it is taken in).
+    current = _open_folder(parent, name)
+    try:
+        subfolders, removed = _remove_all_but_folders(current)
+        levels = [(name, _identity(current), subfolders)]
+        while levels:
+            name, _, subfolders = levels[-1]
+            if subfolders:
+                child = subfolders.pop()
+                inner = _open_folder(current, child)
+                os.close(current)
+                current = inner
+                inner_subfolders, count = _remove_all_but_folders(current)
+                levels.append((child, _identity(current), inner_subfolders))
+                removed += count
+                continue
+            levels.pop()
+            if levels:
+                outer = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=current)
+                os.close(current)
+                current = outer
+                if _identity(outer) != levels[-1][1]:
+                    raise OSError(errno.ESTALE, "a folder moved while it was being removed")
+            else:
+                os.close(current)
+                current, outer = None, parent
+            os.rmdir(name, dir_fd=outer)
+            removed += 1
+        return removed
+    finally:
+        if current is not None:
+            os.close(current)
+
+
+def remove_unsafe_entries(folder: Path, skip: frozenset[str] = frozenset(), max_depth: int | None = None,
+                          max_entries: int | None = None) -> tuple[list[Dropped], list[tuple[str, int]]]:
     """Remove every link and special file under `folder` (never following a link), and every file
     or folder the grader cannot read even after restoring its owner's permissions. Returns what
     was removed and (path, size) of every regular file left; top-level names in `skip` are the
-    caller's."""
+    caller's.
+
+    With `max_depth`, what lies more than that many folders below `folder` is removed; with
+    `max_entries`, what comes after that many entries, taken shallowest first. nbgrader walks what
+    is left with os.walk, which recurses once per level, and matches each file against its ignore
+    patterns by listing the file's folder again, so that its time grows with the square of the
+    files in a folder (9 s for 1,000 in one)."""
     dropped, files = [], []
-    pending = [folder]
+    too_deep: list[str] = []
+    too_many: list[str] = []
+    looked_at = 0
+    pending = deque([folder])  # breadth first, so that the entries kept are the shallowest
     while pending:
-        current = pending.pop()
+        current = pending.popleft()
         try:
             names = _list(current)
         except OSError:
@@ -116,6 +217,7 @@ def remove_unsafe_entries(folder: Path, skip: frozenset[str] = frozenset()
                 relative = current.relative_to(folder).as_posix()
                 dropped.append(Dropped(relative, "the grader cannot open this folder"))
             continue
+        depth = len(current.relative_to(folder).parts) + 1  # of the entries in `current`
         for name in names:
             path = current / name
             relative = path.relative_to(folder).as_posix()
@@ -125,6 +227,15 @@ def remove_unsafe_entries(folder: Path, skip: frozenset[str] = frozenset()
                 mode = os.lstat(path).st_mode
             except FileNotFoundError:
                 continue
+            if max_depth is not None and depth > max_depth:
+                if remove_entry(path):
+                    too_deep.append(relative)
+                continue
+            if max_entries is not None and looked_at >= max_entries:
+                if remove_entry(path):
+                    too_many.append(relative)
+                continue
+            looked_at += 1
             kind = special_kind(mode)
             if kind:
                 if remove_entry(path):
@@ -135,6 +246,16 @@ def remove_unsafe_entries(folder: Path, skip: frozenset[str] = frozenset()
                 files.append((relative, os.lstat(path).st_size))
             elif remove_entry(path):
                 dropped.append(Dropped(relative, "the grader cannot read it"))
+    # One note for each bound: a cut tree can have thousands of entries at its edge.
+    if too_deep:
+        dropped.append(Dropped(too_deep[0], f"the grader takes in nothing more than {max_depth} folders "
+                                            "below the notebook, and a folder there goes with everything "
+                                            "in it", others=len(too_deep) - 1))
+    if too_many:
+        dropped.append(Dropped(too_many[0], f"a submission may hold at most {max_entries:,} files and "
+                                            "folders beside its notebooks, the shallowest kept first, and a "
+                                            "folder beyond them goes with everything in it",
+                               others=len(too_many) - 1))
     return dropped, files
 
 

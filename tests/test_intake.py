@@ -1,8 +1,9 @@
 """What the grader takes in from a submission, and what feedback may show (course_tools/intake.py,
-course_tools/feedback.py): links, special files, unreadable notebooks, pasted cells, marker text and
-printed hidden tests, first on their own, then through nbgrader's autograde and generate_feedback
-on a one-exercise course."""
+course_tools/feedback.py): links, special files, folders too deep or too full, unreadable, oversized
+and old-format notebooks, pasted cells, marker text and printed hidden tests, first on their own,
+then through nbgrader's autograde and generate_feedback on a one-exercise course."""
 
+import copy
 import html
 import json
 import logging
@@ -18,6 +19,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import ClearHiddenTests, DeduplicateIds, OverwriteCells
+from nbgrader.utils import find_all_files
 from traitlets.log import get_logger
 
 from course_tools import intake
@@ -39,6 +41,7 @@ from course_tools.intake import (
     read_submitted_notebook,
     remove_unsafe_entries,
 )
+from course_tools.submission_files import remove_tree
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SECRET = "STUDENT-CONTENT-7f3a"
@@ -70,7 +73,10 @@ def mini_notebook(answer="    ### BEGIN SOLUTION\n    return a + b\n    ### END 
 @pytest.fixture(scope="module")
 def mini_course(tmp_path_factory):
     """A course with one assignment, `mini`, released (its cells in the gradebook)."""
-    root = tmp_path_factory.mktemp("mini_course")
+    return make_mini_course(tmp_path_factory.mktemp("mini_course"))
+
+
+def make_mini_course(root):
     (root / "source" / "mini").mkdir(parents=True)
     nbformat.write(mini_notebook(), root / "source" / "mini" / "mini.ipynb")
     shutil.copy(REPO_ROOT / "nbgrader_config.py", root / "nbgrader_config.py")
@@ -91,6 +97,40 @@ def solved(course, extra=""):
     answer = next(c for c in notebook.cells if grade_id(c) == "add_solution")
     answer.source = "def add(a, b):\n    return a + b\n" + extra
     return notebook
+
+
+@pytest.fixture
+def deep_folder():
+    """make(parent, depth): a chain of `depth` folders named `d` under parent/deep, with an empty
+    file in each level listed in `files_at`; whatever a test leaves of one is removed afterwards,
+    as pytest's own clean-up, shutil.rmtree, could not."""
+    made = []
+
+    def make(parent: Path, depth: int, files_at=()) -> Path:
+        top = parent / "deep"
+        top.mkdir()
+        made.append(top)
+        level = os.open(top, os.O_RDONLY)
+        try:
+            for number in range(1, depth + 1):  # by descriptor: the path grows past what a name may be
+                os.mkdir("d", dir_fd=level)
+                inner = os.open("d", os.O_RDONLY, dir_fd=level)
+                os.close(level)
+                level = inner
+                if number in files_at:
+                    os.close(os.open(f"file{number}.txt", os.O_CREAT | os.O_WRONLY, dir_fd=level))
+        finally:
+            os.close(level)
+        return top
+
+    yield make
+    for top in made:
+        if os.path.lexists(top):
+            remove_tree(top)
+
+
+def depth_below(folder: Path, path: str) -> int:
+    return len(Path(path).relative_to(folder).parts)
 
 
 @pytest.fixture
@@ -173,18 +213,24 @@ def test_extra_files_beyond_the_quota_go_largest_first(tmp_path):
 @pytest.mark.parametrize("content, reason", [
     (b'{"cells": [{"cell_type": "code", "source": "' + SECRET.encode(), "not valid JSON"),
     (b"\x89PNG\r\n\x1a\n\x00\x00" + SECRET.encode(), "not text"),
-    (json.dumps({"nbformat": 3, "nbformat_minor": 0, "worksheets": [], "metadata": {}}).encode(), "format 4"),
+    (json.dumps({"nbformat": 5, "nbformat_minor": 0, "cells": [], "metadata": {}}).encode(), "format 4"),
     (json.dumps({"nbformat": 4, "nbformat_minor": 5, "cells": [], "metadata": {}}).encode(), "no cells"),
+    (json.dumps({"nbformat": 3, "nbformat_minor": 0, "worksheets": [], "metadata": {}}).encode(), "no cells"),
+    (json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"cells": [
+        {"cell_type": "code", "input": SECRET, "outputs": 5}]}]}).encode(), "could not be converted"),
+    (('{"nbformat": 4, "nbformat_minor": 5, "cells": [{"cell_type": "raw", "source": ""}], "metadata": '
+      + '{"a": ' * 700 + f'"{SECRET}"' + "}" * 701).encode(), "nested too deeply"),
     (json.dumps([SECRET]).encode(), "not a Jupyter notebook"),
     (json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
                  "cells": [{"cell_type": "x", "source": 1}]}).encode(), "not notebook cells"),
 ])
-def test_a_file_that_is_no_notebook_says_why_without_quoting_it(tmp_path, content, reason):
+def test_a_file_that_is_no_notebook_says_why_without_quoting_it(tmp_path, content, reason, teacher_log):
     path = tmp_path / "lesson.ipynb"
     path.write_bytes(content)
     with pytest.raises(Unreadable, match=reason) as problem:
         read_submitted_notebook(path, 10 * intake.MB)
     assert SECRET not in str(problem.value)
+    assert not any(SECRET in line for line in teacher_log)
 
 
 def test_links_pipes_folders_and_huge_files_are_no_notebooks(tmp_path):
@@ -197,8 +243,8 @@ def test_links_pipes_folders_and_huge_files_are_no_notebooks(tmp_path):
             read_submitted_notebook(tmp_path / f"{name}.ipynb", 10 * intake.MB)
     with pytest.raises(Unreadable, match="over the limit"):
         read_submitted_notebook(tmp_path / "real.ipynb", 100)
-    notebook, rebuilt = read_submitted_notebook(tmp_path / "real.ipynb", 10 * intake.MB)
-    assert not rebuilt and len(notebook.cells) == 5
+    submitted = read_submitted_notebook(tmp_path / "real.ipynb", 10 * intake.MB)
+    assert not submitted.changed and len(submitted.notebook.cells) == 5
 
 
 def test_a_notebook_off_the_schema_is_rebuilt_from_its_cells(tmp_path):
@@ -206,11 +252,128 @@ def test_a_notebook_off_the_schema_is_rebuilt_from_its_cells(tmp_path):
     data["cells"][2]["outputs"] = "not a list"
     data["cells"][2]["metadata"]["collapsed"] = "very"
     (tmp_path / "odd.ipynb").write_text(json.dumps(data))
-    notebook, rebuilt = read_submitted_notebook(tmp_path / "odd.ipynb", 10 * intake.MB)
-    assert rebuilt
+    submitted = read_submitted_notebook(tmp_path / "odd.ipynb", 10 * intake.MB)
+    notebook = submitted.notebook
+    assert submitted.rebuilt and submitted.changed
     nbformat.validate(notebook)
     assert notebook.cells[2].metadata.nbgrader.grade_id == "add_solution"
     assert "return a + b" in notebook.cells[2].source
+
+
+def with_saved_outputs(notebook, size):
+    """The notebook with about `size` bytes of saved output in its last cell, as printing a big
+    tensor would leave, and an execution count in each code cell."""
+    printed = "tensor([" + "0.1234, " * (size // 8)
+    notebook.cells[-1].outputs = [new_output("stream", name="stdout", text=printed)]
+    for count, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):
+        cell.execution_count = count + 1
+    return notebook
+
+
+def test_a_notebook_large_with_saved_outputs_is_graded_without_them(tmp_path):
+    path = tmp_path / "lesson.ipynb"
+    nbformat.write(with_saved_outputs(mini_notebook(), 300_000), path)
+    limit = 100_000
+    with pytest.raises(Unreadable, match="over the limit"):  # a file too large to open at all
+        read_submitted_notebook(path, limit, file_limit=200_000)
+    submitted = read_submitted_notebook(path, limit, file_limit=1_000_000)
+    assert submitted.outputs_cleared_from == path.stat().st_size and not submitted.rebuilt
+    code = [c for c in submitted.notebook.cells if c.cell_type == "code"]
+    assert [c.outputs for c in code] == [[]] * 4 and {c.execution_count for c in code} == {None}
+    assert [c.source for c in submitted.notebook.cells] == [c.source for c in mini_notebook().cells]
+    assert submitted.notebook.cells[2].metadata.nbgrader.grade_id == "add_solution"
+    # only what is graded counts: its code and text
+    long_code = mini_notebook()
+    long_code.cells[-1].source = "# " + "x" * 150_000
+    nbformat.write(long_code, path)
+    with pytest.raises(Unreadable, match="even without its saved outputs its cells are"):
+        read_submitted_notebook(path, limit, file_limit=1_000_000)
+
+
+def test_a_notebook_of_an_older_format_is_converted_with_its_grade_ids(tmp_path, teacher_log):
+    original = with_saved_outputs(mini_notebook(), 1000)
+    for version in (3, 2):
+        path = tmp_path / f"v{version}.ipynb"
+        older = nbformat.convert(copy.deepcopy(original), version)  # nbformat converts in place
+        path.write_text(nbformat.versions[version].writes_json(older))  # its lines split, as Jupyter wrote
+        assert json.loads(path.read_text())["nbformat"] == version
+        submitted = read_submitted_notebook(path, 10 * intake.MB)
+        assert submitted.converted_from == version and not submitted.rebuilt
+        notebook = submitted.notebook
+        assert (notebook.nbformat, notebook.nbformat_minor) == (4, 5)
+        assert all("id" in c for c in notebook.cells)
+        nbformat.validate(notebook)
+        assert [c.source for c in notebook.cells] == [c.source for c in original.cells]
+        assert [c.metadata.get("nbgrader") for c in notebook.cells] == [
+            c.metadata.get("nbgrader") for c in original.cells]
+    # older and too large with its outputs: both at once
+    path = tmp_path / "v3_big.ipynb"
+    path.write_text(nbformat.writes(nbformat.convert(with_saved_outputs(mini_notebook(), 300_000), 3)))
+    submitted = read_submitted_notebook(path, 100_000, file_limit=1_000_000)
+    assert submitted.converted_from == 3 and submitted.outputs_cleared_from
+    assert [c.get("outputs") for c in submitted.notebook.cells if c.cell_type == "code"] == [[]] * 4
+    assert teacher_log == []
+
+
+def test_intake_rewrites_a_notebook_it_converted_or_cleared_and_says_so(tmp_path):
+    folder, path = submission(tmp_path)
+    path.write_text(nbformat.writes(nbformat.convert(with_saved_outputs(mini_notebook(), 300_000), 3)))
+    SubmissionIntake(notebook_limit_mb=100_000 / intake.MB)(assignment="mini", student="ann",
+                                                           notebooks=[str(path)])
+    written = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    assert written.nbformat == 4 and path.stat().st_size < 100_000
+    notes = intake.notes_for(str(folder))
+    assert len(notes) == 2
+    assert "was saved in the old notebook format 3; it was converted to format 4" in notes[0]
+    assert "over the limit of 0.095 MB, because of its saved outputs: they were cleared" in notes[1]
+
+
+def test_a_folder_too_deep_for_python_is_removed_without_recursion(tmp_path, deep_folder):
+    folder, path = submission(tmp_path)
+    nbformat.write(mini_notebook(), path)
+    deep_folder(folder, 1200, files_at=(3, 18, 19, 1100))
+    with pytest.raises(RecursionError):  # nbgrader alone, copying the submission's files
+        find_all_files(str(folder))
+    with pytest.raises(RecursionError):  # and Python's own removal
+        shutil.rmtree(deep_folder(tmp_path, 1200))
+    SubmissionIntake()(assignment="mini", student="ann", notebooks=[str(path)])
+    kept = sorted(find_all_files(str(folder)), key=len)
+    assert [depth_below(folder, p) for p in kept] == [1, 5, 20]  # the notebook, file3, file18
+    [note] = intake.notes_for(str(folder))
+    cut = "/".join(["deep"] + ["d"] * 20)
+    assert note.startswith(f"`{cut}` and 1 more were removed: the grader takes in nothing more than 20 "
+                           "folders below the notebook")
+    assert nbformat.read(path, as_version=4).cells[0].source == "# Mini lesson"
+
+
+def test_removing_a_tree_needs_no_recursion_and_follows_no_link(tmp_path, deep_folder):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("kept\n")
+    deep = deep_folder(tmp_path, 3000, files_at=range(1, 3001, 100))
+    middle = Path(os.path.join(deep, *["d"] * 10))
+    os.symlink(outside, middle / "link")
+    (middle / "sub").mkdir()
+    (middle / "sub" / "file").write_text("x")
+    os.chmod(middle / "sub", 0)  # a folder its student left unreadable
+    assert remove_tree(deep) == 3000 + 30 + 3 + 1
+    assert not deep.exists() and (outside / "keep.txt").read_text() == "kept\n"
+    (tmp_path / "file").write_text("x")
+    assert remove_tree(tmp_path / "file") == 1 and not (tmp_path / "file").exists()
+
+
+def test_a_folder_with_too_many_entries_keeps_the_shallowest(tmp_path):
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text("x")
+    for number in range(1500):
+        (tmp_path / "many" / f"{number // 500}").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "many" / f"{number // 500}" / f"{number:04}.txt").write_text("x")
+    dropped, files = remove_unsafe_entries(tmp_path, max_entries=1000)
+    # a.txt, b.txt, many, many/0, many/1, many/2, then the first 994 files of many/0, many/1
+    assert len(files) == 996 and ("many/1/0993.txt", 1) in files and ("many/1/0994.txt", 1) not in files
+    assert sum(1 for _ in tmp_path.rglob("*")) == 1000
+    [note] = [item.note() for item in dropped]
+    assert note.startswith("`many/1/0994.txt` and 505 more were removed: a submission may hold at most 1,000")
 
 
 def submission(tmp_path, student="ann", name="mini.ipynb"):
@@ -487,6 +650,11 @@ def feedback_page(course, student):
     return html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
 
 
+def graded_scores(course):
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        return {s.student.id: s.score for s in gradebook.assignment_submissions("mini")}
+
+
 @pytest.mark.slow
 def test_nbgrader_grades_and_explains_what_the_intake_found(mini_course):
     submitted = mini_course / "submitted"
@@ -522,8 +690,8 @@ def test_nbgrader_grades_and_explains_what_the_intake_found(mini_course):
     result = api.generate_feedback("mini", force=True)
     assert result["success"], result.get("log")
 
-    with Gradebook(f"sqlite:///{mini_course / 'gradebook.db'}") as gradebook:
-        scores = {s.student.id: s.score for s in gradebook.assignment_submissions("mini")}
+    scores = {student: score for student, score in graded_scores(mini_course).items()
+              if not student.startswith("odd_")}  # the next test's students, in the same course
     assert scores == {"corrupt": 0, "crowded": 2, "leaves_links": 2}
     corrupt_page = feedback_page(mini_course, "corrupt")
     assert "it is not valid JSON), so it was graded as the blank release: 0 points" in corrupt_page
@@ -541,3 +709,52 @@ def test_nbgrader_grades_and_explains_what_the_intake_found(mini_course):
     assert stat.S_ISREG(os.lstat(mini_course / "gradebook.db").st_mode)
     source = nbformat.read(mini_course / "source" / "mini" / "mini.ipynb", as_version=4)
     assert [c.source for c in source.cells] == [c.source for c in mini_notebook().cells]
+
+
+@pytest.mark.slow
+def test_nbgrader_grades_a_deep_folder_saved_outputs_and_an_old_format_to_the_end(mini_course, deep_folder):
+    course = mini_course
+    folders = {student: course / "submitted" / student / "mini"
+               for student in ("odd_deep_folder", "odd_saved_outputs", "odd_old_format")}
+    for folder in folders.values():
+        folder.mkdir(parents=True)
+    # a folder 1,200 deep beside the notebook: RecursionError in nbgrader's walk, and no grade
+    nbformat.write(solved(course, 'import os\nprint("kept:", os.path.exists("deep/d/d/d/file3.txt"))'),
+                   folders["odd_deep_folder"] / "mini.ipynb")
+    deep_folder(folders["odd_deep_folder"], 1200, files_at=(3, 1100))
+    # 60 MB of printed tensor: over the 50 MB limit, which is for what is graded
+    saved_outputs = folders["odd_saved_outputs"] / "mini.ipynb"
+    nbformat.write(with_saved_outputs(solved(course), 60 * intake.MB), saved_outputs)
+    assert saved_outputs.stat().st_size > 60 * intake.MB
+    # notebook format 3, with worksheets, as IPython 2 wrote it
+    old = nbformat.convert(solved(course), 3)
+    (folders["odd_old_format"] / "mini.ipynb").write_text(nbformat.versions[3].writes_json(old))
+
+    api = open_course(course, cell_timeout=60)
+    assert isinstance(api.config.Autograde.pre_convert_hook, SubmissionIntake), "the course's own intake"
+    result = api.autograde("mini", "odd_*", force=True, create=True)
+    assert result["success"], result.get("log")
+    assert len(result["log"]) < 100_000, "no saved output reaches the log"
+    result = api.generate_feedback("mini", "odd_*", force=True)
+    assert result["success"], result.get("log")
+
+    scores = {student: score for student, score in graded_scores(course).items() if student in folders}
+    assert scores == {"odd_deep_folder": 2, "odd_saved_outputs": 2, "odd_old_format": 2}
+    graded = course / "autograded" / "odd_deep_folder" / "mini"
+    copied = find_all_files(str(graded))
+    assert max(depth_below(graded, path) for path in copied) <= 20
+    assert str(graded / "deep" / "d" / "d" / "d" / "file3.txt") in copied
+    page = feedback_page(course, "odd_deep_folder")
+    assert "kept: True" in page
+    assert "was removed: the grader takes in nothing more than 20 folders below the notebook" in page
+    page = feedback_page(course, "odd_saved_outputs")
+    assert "mini.ipynb is 60 MB, over the limit of 50 MB, because of its saved outputs: they were cleared " \
+           "before grading" in page
+    assert "0.1234, 0.1234" not in page and "done" in page
+    assert saved_outputs.stat().st_size < intake.MB
+    page = feedback_page(course, "odd_old_format")
+    assert "mini.ipynb was saved in the old notebook format 3; it was converted to format 4" in page
+    written = nbformat.read(folders["odd_old_format"] / "mini.ipynb", as_version=nbformat.NO_CONVERT)
+    assert written.nbformat == 4
+    for student in scores:
+        assert "forty-two" not in feedback_page(course, student)
