@@ -17,6 +17,7 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
+from course_tools.active_content import NeutraliseActiveContent
 from course_tools.cell_order import RestoreCellOrder
 from course_tools.execute import GuardedExecute
 from course_tools.feedback import (
@@ -74,13 +75,16 @@ c.OverwriteCells.add_missing_cells = True
 # Feedback shows each failure message but neither the hidden tests' code nor tracebacks echoing it,
 # nor an output that prints it (RedactHiddenTests also keeps a student's marker text from failing
 # ClearHiddenTests); and the feedback folder holds the notebooks' pages only, never what the
-# student or their code left beside them (course_tools/feedback.py).
+# student or their code left beside them (course_tools/feedback.py). Nothing of the student's runs
+# in the page: NeutraliseActiveContent comes last, because RedactHiddenTests rewrites output lines
+# and a student who prints a marker chooses which (course_tools/active_content.py).
 c.GenerateFeedback.preprocessors = [
     GetGrades,
     CSSHTMLHeaderPreprocessor,
     RedactHiddenTests,
     ClearHiddenTests,
     ConciseErrors,
+    NeutraliseActiveContent,
 ]
 c.GenerateFeedback.pre_convert_hook = clean_graded_folder
 c.GenerateFeedback.post_convert_hook = keep_only_feedback_pages
@@ -89,7 +93,9 @@ c.GenerateFeedback.post_convert_hook = keep_only_feedback_pages
 # beyond a quota removed, an unreadable notebook graded as the blank release, all of it noted in
 # the student's feedback (course_tools/intake.py). After grading: links and special files the
 # student's code left in its folder removed.
-c.Autograde.pre_convert_hook = SubmissionIntake(extra_files_quota_mb=200, notebook_limit_mb=50)
+c.Autograde.pre_convert_hook = SubmissionIntake(extra_files_quota_mb=200, notebook_limit_mb=50,
+                                                notebook_file_limit_mb=500, folder_depth_limit=20,
+                                                extra_entries_limit=1000)
 c.Autograde.post_convert_hook = clean_graded_folder
 
 # Before running a submission: the intake's notes and one cell per grade id (a pasted test cell
@@ -109,8 +115,11 @@ c.Autograde.sanitize_preprocessors = [
 # Grade every submission to completion, whatever its code does: GuardedExecute survives dying
 # kernels and output floods, sandboxes each kernel (bubblewrap) where the machine allows, and
 # undoes patching of checks, torch and builtins before each test (course_tools/execute.py).
+# The autograded notebook, which the formgrader shows the teacher on their own Jupyter origin,
+# is written with nothing in it that runs (course_tools/active_content.py).
 c.Autograde.autograde_preprocessors = [
     GuardedExecute,
+    NeutraliseActiveContent,
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
@@ -118,3 +127,8 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties,
     CheckCellMetadata,
 ]
+
+# The formgrader renders each autograded notebook with this exporter when the teacher opens it: a
+# notebook autograded before NeutraliseActiveContent existed is made inert there too. (nbconvert's
+# own HTMLExporter.sanitize_html would escape tables and images into text.)
+c.HTMLExporter.preprocessors = [NeutraliseActiveContent]

@@ -1,13 +1,16 @@
 """nbgrader_config.py: every option is spelt right and really takes effect."""
 
 import os
+from html.parser import HTMLParser
 
 import nbformat
+from nbconvert.exporters import HTMLExporter
 from nbgrader.apps.nbgraderapp import NbGraderApp
 from nbgrader.converters import Autograde, GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions, Execute, IgnorePattern, OverwriteCells
 
+from course_tools.active_content import NeutraliseActiveContent
 from course_tools.course import REPO_ROOT, load_config
 from course_tools.execute import GuardedExecute
 from course_tools.feedback import (
@@ -21,7 +24,9 @@ from course_tools.intake import IntakeNotes, SubmissionIntake
 
 
 def configurable_classes():
-    return {cls.__name__: cls for cls in NbGraderApp().all_configurable_classes()}
+    classes = {cls.__name__: cls for cls in NbGraderApp().all_configurable_classes()}
+    # The formgrader and generate_feedback add nbconvert's HTMLExporter to nbgrader's classes.
+    return {**classes, HTMLExporter.__name__: HTMLExporter}
 
 
 def test_every_section_and_option_exists():
@@ -129,16 +134,19 @@ def test_submissions_are_taken_in_before_grading(tmp_path):
     assert [p.name for p in folder.iterdir()] == ["a.ipynb"]
 
 
-def test_autograde_keeps_nbgraders_steps_with_three_replaced_or_added():
-    """IntakeNotes comes first, GuardedExecute stands where nbgrader's Execute stood and RestoreCellOrder
-    follows OverwriteCells; every other step of nbgrader's own lists is still there, in order."""
+def test_autograde_keeps_nbgraders_steps_with_four_replaced_or_added():
+    """IntakeNotes comes first, GuardedExecute stands where nbgrader's Execute stood, followed by
+    NeutraliseActiveContent, and RestoreCellOrder follows OverwriteCells; every other step of
+    nbgrader's own lists is still there, in order."""
     configured, default = Autograde(config=load_config()), Autograde()
 
     def names(steps):
         return [step.__name__ for step in steps]
 
-    assert names(configured.autograde_preprocessors) == [
-        "GuardedExecute" if name == "Execute" else name for name in names(default.autograde_preprocessors)]
+    expected_autograde = []
+    for name in names(default.autograde_preprocessors):
+        expected_autograde += ["GuardedExecute", "NeutraliseActiveContent"] if name == "Execute" else [name]
+    assert names(configured.autograde_preprocessors) == expected_autograde
     expected_sanitize = [IntakeNotes.__name__]
     for name in names(default.sanitize_preprocessors):
         expected_sanitize += [name, "RestoreCellOrder"] if name == "OverwriteCells" else [name]
@@ -160,3 +168,51 @@ def test_the_demo_class_grades_under_its_own_timeout():
     api = open_course(cell_timeout=DEMO_CELL_TIMEOUT_S)
     assert GuardedExecute(config=api.config).timeout == DEMO_CELL_TIMEOUT_S
     assert GuardedExecute(config=open_course().config).timeout == Execute(config=load_config()).timeout
+
+
+class _EventHandlers(HTMLParser):
+    def __init__(self, markup: str):
+        super().__init__()
+        self.found = []
+        # What follows an output in the page: an attribute left open runs on into it.
+        self.feed(markup + '</div>\n<div class="output_area">')
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.found += [f"{tag} {name}" for name, _ in attrs if name.startswith("on")]
+
+
+def test_feedback_pages_are_made_inert_after_every_other_step():
+    """RedactHiddenTests rewrites whole output lines, and a student who prints a hidden-test marker
+    chooses which: a line cut out of cleaned HTML can reopen an attribute, so the cleaning comes last."""
+    feedback = GenerateFeedback(config=load_config())
+    assert feedback.preprocessors[-1] is NeutraliseActiveContent
+    grading = {"nbgrader": {"grade": True, "solution": False, "locked": True, "grade_id": "t", "points": 1,
+                            "schema_version": 3}}
+
+    def feedback_of(steps):
+        test = nbformat.v4.new_code_cell("check(1)\n### BEGIN HIDDEN TESTS\nassert secret(2)\n"
+                                         "### END HIDDEN TESTS", metadata=grading)
+        student = nbformat.v4.new_code_cell("display(HTML(page))")
+        page = '<img alt="x\n### BEGIN HIDDEN TESTS">\n" src="x" onerror="alert(1)" y="'
+        student.outputs = [nbformat.v4.new_output("display_data", data={"text/html": page})]
+        notebook = nbformat.v4.new_notebook(cells=[test, student])
+        for step in steps:
+            notebook, _ = step(config=load_config()).preprocess(notebook, {})
+        return notebook.cells[1].outputs[0].data["text/html"]
+
+    configured = [step for step in feedback.preprocessors if step.__name__ not in ("GetGrades",
+                                                                                   "CSSHTMLHeaderPreprocessor")]
+    assert _EventHandlers(feedback_of(configured)).found == []
+    assert _EventHandlers(feedback_of([NeutraliseActiveContent, RedactHiddenTests])).found == ["img onerror"]
+
+
+def test_the_formgrader_makes_a_notebook_graded_before_inert_as_it_renders_it():
+    """The formgrader renders autograded notebooks with HTMLExporter(config=<the course's config>)."""
+    cell = nbformat.v4.new_code_cell("show()")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        "text/html": '<img src="x" onerror="alert(1)">', "application/javascript": "alert(2)"})]
+    markdown = nbformat.v4.new_markdown_cell("<script>alert(3)</script>")
+    notebook = nbformat.v4.new_notebook(cells=[markdown, cell])
+    page, _ = HTMLExporter(config=load_config(), template_name="classic").from_notebook_node(notebook)
+    assert "alert(" not in page and "onerror" not in page
