@@ -1,7 +1,8 @@
 """What the grader takes in from a submission, and what feedback may show (course_tools/intake.py,
 course_tools/feedback.py): links, special files, folders too deep or too full, unreadable, oversized
-and old-format notebooks, pasted cells, marker text and printed hidden tests, first on their own,
-then through nbgrader's autograde and generate_feedback on a one-exercise course."""
+and old-format notebooks, pasted cells, marker text, printed hidden tests and files the formgrader
+would serve as pages, first on their own, then through nbgrader's autograde and generate_feedback on
+a one-exercise course."""
 
 import copy
 import html
@@ -13,6 +14,7 @@ import shutil
 import socket
 import stat
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -20,17 +22,21 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import ClearHiddenTests, DeduplicateIds, OverwriteCells
 from nbgrader.utils import find_all_files
+from tornado.web import StaticFileHandler
 from traitlets.log import get_logger
 
 from course_tools import intake
 from course_tools.course import generate_release, open_course
 from course_tools.demo_class import parse_submission, write_files
 from course_tools.feedback import (
+    INERT_TYPES,
+    LOGGED_RENAMES,
     REDACTED,
     RedactHiddenTests,
     clean_graded_folder,
     keep_only_feedback_pages,
     redact_text,
+    served_type,
 )
 from course_tools.intake import (
     PLACEHOLDER_KEY,
@@ -608,6 +614,61 @@ def test_links_left_by_grading_are_removed_before_feedback_copies_them(tmp_path,
     assert len([line for line in teacher_log if "left behind by grading" in line]) == 3
 
 
+ACTIVE_FILES = ("page.html", "PAGE.HTM", "inc.shtml", "doc.xhtml", "feed.xml", "app.js", "mod.mjs",
+                "paper.pdf", "style.css", "data:,x.html", "sub/deeper/drawing.svg")
+INERT_FILES = ("plot.png", "photo.jpg", "anim.gif", "notes.txt", "table.csv", "result.json", "helper.py",
+               "weights.npy", "trace.log", "page.html.gz", "sub/deeper/notes.md")
+
+
+def formgrader_content_type(path: Path) -> str:
+    """What the formgrader's file handler, tornado's StaticFileHandler, sends for `path`."""
+    handler = SimpleNamespace(absolute_path=str(path))
+    return StaticFileHandler.get_content_type(handler)
+
+
+def test_files_a_browser_would_run_are_renamed_to_text_after_grading(tmp_path, teacher_log):
+    graded, _ = grading_folders(tmp_path)
+    nbformat.write(mini_notebook(), graded / "mini.ipynb")
+    (graded / "sub" / "deeper").mkdir(parents=True)
+    for name in ACTIVE_FILES + INERT_FILES:
+        (graded / name).write_text(f"<script>alert('{name}')</script>")
+    (graded / "old.html").write_text("<script>alert(1)</script>")
+    (graded / "old.html.txt").write_text("handed in as text\n")  # the name old.html would take
+    for name in ACTIVE_FILES + INERT_FILES:
+        assert served_type(graded / name) == formgrader_content_type(graded / name), name
+    assert all(served_type(graded / name) not in INERT_TYPES for name in ACTIVE_FILES)
+    clean_graded_folder(assignment="mini", student="*", notebooks=[str(graded / "mini.ipynb")])
+
+    left = sorted(path.relative_to(graded).as_posix() for path in graded.rglob("*") if path.is_file())
+    expected = ["mini.ipynb", "old.html.txt", *INERT_FILES, *(name + ".txt" for name in ACTIVE_FILES)]
+    assert left == sorted(expected)
+    assert all(formgrader_content_type(graded / name) in INERT_TYPES for name in left)
+    svg = "<script>alert('sub/deeper/drawing.svg')</script>"
+    assert (graded / "sub/deeper/drawing.svg.txt").read_text() == svg, "still there to read"
+    assert (graded / "old.html.txt").read_text() == "handed in as text\n", "a file handed in is not replaced"
+    renamed = [line for line in teacher_log if "so that the formgrader serves it as text" in line]
+    assert len(renamed) == len(ACTIVE_FILES)
+    assert "ann/mini: page.html renamed page.html.txt, so that the formgrader serves it as text, not as " \
+           "text/html" in renamed
+    assert len([line for line in teacher_log if "old.html removed" in line]) == 1
+
+    teacher_log.clear()  # generate_feedback runs the same clean-up: nothing more to rename
+    clean_graded_folder(assignment="mini", student="*", notebooks=[str(graded / "mini.ipynb")])
+    assert sorted(path.relative_to(graded).as_posix() for path in graded.rglob("*") if path.is_file()) == left
+    assert teacher_log == []
+
+
+def test_the_log_names_a_bounded_number_of_renamed_files(tmp_path, teacher_log):
+    graded, _ = grading_folders(tmp_path)
+    for index in range(50):
+        (graded / f"page{index}.html").write_text("<script></script>")
+    clean_graded_folder(assignment="mini", student="*", notebooks=[str(graded / "mini.ipynb")])
+    assert sorted(path.name for path in graded.iterdir()) == sorted(f"page{i}.html.txt" for i in range(50))
+    assert len(teacher_log) == LOGGED_RENAMES + 1
+    more = 50 - LOGGED_RENAMES
+    assert teacher_log[-1] == f"ann/mini: {more} more files renamed or removed, for the same reason"
+
+
 def test_the_feedback_folder_keeps_only_the_pages(tmp_path):
     graded, feedback = grading_folders(tmp_path)
     for name in ("mini.html", "timestamp.txt", "submission_secret.txt", "notes.txt", "data.bin"):
@@ -668,6 +729,7 @@ def test_nbgrader_grades_and_explains_what_the_intake_found(mini_course):
                    crowded / "mini.ipynb")
     (crowded / "big.bin").write_bytes(b"x" * 30_000)
     (crowded / "small.txt").write_text("kept\n")
+    (crowded / "page.html").write_text("<script>alert(1)</script>\n")
     os.mkfifo(crowded / "pipe")
     os.symlink(mini_course / "gradebook.db", crowded / "grades.db")
     leaves_links = submitted / "leaves_links" / "mini"
@@ -685,6 +747,9 @@ def test_nbgrader_grades_and_explains_what_the_intake_found(mini_course):
     # what grading left behind, and links put there after it, never reach feedback
     graded = mini_course / "autograded" / "leaves_links" / "mini"
     assert sorted(p.name for p in graded.iterdir()) == ["mini.ipynb"]
+    # read by the student's code under its own name, served to the teacher as text once graded
+    graded_crowded = mini_course / "autograded" / "crowded" / "mini"
+    assert sorted(p.name for p in graded_crowded.iterdir()) == ["mini.ipynb", "page.html.txt", "small.txt"]
     os.symlink(mini_course / "gradebook.db", graded / "late_link.db")
     os.mkfifo(graded / "late_pipe")
     result = api.generate_feedback("mini", force=True)
@@ -696,7 +761,7 @@ def test_nbgrader_grades_and_explains_what_the_intake_found(mini_course):
     corrupt_page = feedback_page(mini_course, "corrupt")
     assert "it is not valid JSON), so it was graded as the blank release: 0 points" in corrupt_page
     crowded_page = feedback_page(mini_course, "crowded")
-    assert "files seen: ['mini.ipynb', 'small.txt']" in crowded_page
+    assert "files seen: ['mini.ipynb', 'page.html', 'small.txt']" in crowded_page
     for removed in ("big.bin was removed", "pipe was removed: it is a named pipe", "grades.db was removed"):
         assert removed in crowded_page
     for student in scores:
