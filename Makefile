@@ -11,7 +11,7 @@ JOBS ?= 3
 # nbgrader calls the `alembic` command of its own environment.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup course grade views test lint lab benchmark grading-benchmark clean gpu-check gpu-wheels
+.PHONY: setup course grade views test check lint lab benchmark grading-benchmark clean gpu-check gpu-wheels
 
 setup: $(STAMP)
 
@@ -40,6 +40,12 @@ views: setup
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadscope
+
+# The fast tier, for a change to one helper or tool: lint and every test not marked slow or browser
+# (no demo-class grading, no nbval, no Chromium).
+check: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n $(JOBS) -m "not slow and not browser" tests
 
 lint: setup
 	$(BIN)/ruff check .

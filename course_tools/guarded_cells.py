@@ -112,14 +112,17 @@ class GuardedCells:
         if errors:
             raise RuntimeError(f"the grading guard failed to start: {errors[0].ename}: {errors[0].evalue}")
 
-    def _ask_guard(self, index: int, op: str, timeout: float, outputs_into=None, **args) -> dict | None:
+    def _ask_guard(self, index: int, op: str, timeout: float, outputs_into=None, buffers=None,
+                   **args) -> dict | None:
         """Send the guard one request over its own kernel message (never through IPython's input
-        pipeline) and return its reply, or None when the kernel went idle without one."""
-        return run_sync(self._async_ask_guard)(index, op, timeout, outputs_into, args)
+        pipeline) and return its reply, or None when the kernel went idle without one. Tensors
+        travel as the message's `buffers`, both ways (the reply's under "buffers")."""
+        return run_sync(self._async_ask_guard)(index, op, timeout, outputs_into, args, buffers)
 
-    async def _async_ask_guard(self, index, op, timeout, outputs_into, args) -> dict | None:
+    async def _async_ask_guard(self, index, op, timeout, outputs_into, args, buffers=None) -> dict | None:
         nonce = secrets.token_hex(16)
         request = self.kc.session.msg(kernel_guard.REQUEST, {"op": op, "args": args, "nonce": nonce})
+        request["buffers"] = list(buffers or [])
         self.kc.shell_channel.send(request)
         msg_id = request["header"]["msg_id"]
         scratch = NotebookNode(cell_type="code", source="", metadata={}, outputs=[], execution_count=None)
@@ -156,8 +159,9 @@ class GuardedCells:
                     answer = None
                 if answer is not None and answer["parent_header"].get("msg_id") == msg_id:
                     content = answer["content"]
-                    reply = content if (answer["msg_type"] == kernel_guard.REPLY
-                                        and content.get("nonce") == nonce) else {"status": "forged"}
+                    reply = ({**content, "buffers": list(answer.get("buffers") or [])}
+                             if (answer["msg_type"] == kernel_guard.REPLY and content.get("nonce") == nonce)
+                             else {"status": "forged"})
         if reply is not None and interrupted:
             reply = {**reply, "interrupted": True}
         return reply

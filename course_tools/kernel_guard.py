@@ -280,12 +280,50 @@ class Handler:
 
     def __call__(self, stream, idents, message) -> None:
         content = message.get("content", {})
+        self.request_buffers = message.get("buffers") or []
         try:
             reply = {"status": "ok", **getattr(self, "op_" + content["op"])(**content.get("args", {}))}
         except BaseException as error:  # the grader must get an answer, whatever happened
             reply = {"status": "guard_error", "ename": type(error).__name__, "evalue": _short(error)}
         reply["nonce"] = content.get("nonce")
-        self.kernel.session.send(stream, REPLY, reply, message, idents)
+        buffers = reply.pop("buffers", None)
+        self.kernel.session.send(stream, REPLY, reply, message, idents, buffers=buffers)
+
+    def op_describe(self, names) -> dict:
+        """What each name the grader's test reads is in the notebook: a function the grader calls
+        through `call`, a value (as plain data), or missing."""
+        from helpers import wire
+
+        kinds, values = {}, {}
+        for name in names:
+            if name not in self.namespace:
+                kinds[name] = "missing"
+            elif callable(self.namespace[name]):
+                kinds[name] = "function"
+            else:
+                try:
+                    wire.encode(self.namespace[name])
+                except Exception:  # noqa: BLE001 - the value's own code may raise anything
+                    kinds[name] = "unreadable"
+                else:
+                    kinds[name], values[name] = "value", self.namespace[name]
+        tree, buffers = wire.encode(values)
+        return {"kinds": kinds, "values": tree, "buffers": buffers}
+
+    def op_call(self, collector: str, function: str, inputs) -> dict:
+        """Run a check's collector on the student's function, with the grader's interpreter hooks
+        and helpers put back first; answer with its plain-data result."""
+        from helpers import remote
+
+        undone = self.interpreter.reset_python() + self.guard.restore(self.namespace)
+        if function not in self.namespace:
+            raise NameError(f"name {function!r} is not defined")
+        try:
+            tree, buffers = remote.serve(collector, self.namespace[function], inputs, self.request_buffers)
+        finally:
+            sys.settrace(None)
+            sys.setprofile(None)
+        return {"result": tree, "buffers": buffers, "undone": undone}
 
     def op_reset(self) -> dict:
         interpreter = self.interpreter

@@ -193,6 +193,32 @@ def _python_binds(python: KernelPython) -> list[str]:
             continue
         binds += ["--ro-bind", shown, shown]
         bound.append(shown)
+    for places in python.packages.values():
+        binds += _grader_only_binds(places)
+    return binds
+
+
+GRADER_ONLY_MARK = "GRADER_ONLY = True"
+GRADER_ONLY_STUB = Path(__file__).with_name("grader_only_stub.py")
+
+
+def _grader_only_binds(places) -> list[str]:
+    """A stub over each module of a package that marks itself GRADER_ONLY (it computes the exercises'
+    references), and an empty __pycache__, so that no cached copy of the real one loads."""
+    binds: list[str] = []
+    for place in places:
+        folder = Path(place)
+        if not folder.is_dir():
+            continue
+        for module in sorted(folder.glob("*.py")):
+            try:
+                marked = any(line.strip() == GRADER_ONLY_MARK for line in module.read_text().splitlines())
+            except (OSError, UnicodeDecodeError):
+                continue
+            if marked:
+                binds += ["--ro-bind", str(GRADER_ONLY_STUB), str(module)]
+        if binds and (folder / "__pycache__").is_dir():
+            binds += ["--tmpfs", str(folder / "__pycache__")]
     return binds
 
 

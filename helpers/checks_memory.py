@@ -1,26 +1,36 @@
 """Reference measurements and diagnoses for the memory lesson's exercises (lesson 04).
 
-Each check runs the student's function on inputs the test cell chooses, measures the truth on the
-spot (a real optimizer step, the saved-tensor meter, a plain forward and backward) and raises an
-AssertionError that names the mistake it recognises. The student's code always runs inside
-`stderr_on_stdout()`, so a warning it prints never fails Validate. An exception the student's
-code raises becomes an AssertionError saying what the lesson says about it; NotImplementedError
-(the unanswered stub) passes through unchanged.
+Each check chooses the inputs, has the student's function run on them by its collector in
+helpers.collect_memory (through helpers.remote: in the same process in the student's notebook, in
+the sandboxed kernel at grading), measures the truth here (a real optimizer step, the saved-tensor
+meter, a plain forward and backward) and raises an AssertionError that names the mistake it
+recognises. An exception the student's code raised becomes an AssertionError saying what the
+lesson says about it; NotImplementedError (the unanswered stub) passes through unchanged.
+
+At grading this module is replaced by a stub inside the sandbox (GRADER_ONLY below): its
+references are the exercises' answers, and the student's kernel never needs them.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
-from helpers.capture import stderr_on_stdout
-from helpers.grads import clone_model, compare, grad_snapshot, param_snapshot
+from helpers import remote
+from helpers.collect_memory import (
+    ActivationMeasure,
+    collect_checkpointed_forward,
+    collect_plan,
+    collect_saved_bytes,
+    collect_training_bytes,
+)
+from helpers.grads import clone_model, compare, grad_snapshot
 from helpers.memory import SavedTensorMeter, gradient_bytes, optimizer_state_bytes, parameter_bytes
+
+GRADER_ONLY = True
 
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam")
 PARTS = ("parameters", "gradients", "optimizer")
@@ -29,9 +39,9 @@ PLAN_KEYS = ("micro_batch", "accum_steps", "checkpointing")
 RTOL, ATOL = 1e-5, 1e-7
 
 
-def _raised(function: str, error: Exception, hint: str = "") -> AssertionError:
+def _raised(function: str, error: remote.Raised, hint: str = "") -> AssertionError:
     """The AssertionError a test raises when the student's function raised `error`."""
-    return AssertionError(f"{function} stopped with {type(error).__name__}: {error}" + (hint and f"; {hint}"))
+    return AssertionError(f"{function} stopped with {error}" + (hint and f"; {hint}"))
 
 
 def _bytes(t: torch.Tensor | nn.Parameter) -> int:
@@ -82,7 +92,6 @@ def _training_hint(model: nn.Module, optimizer_name: str, part: str, got, want: 
     return ""
 
 
-@stderr_on_stdout()
 def check_training_bytes(predict: Callable, model: nn.Module, optimizer_names: Iterable[str] = OPTIMIZERS,
                          label: str = "") -> None:
     """predict(model, name) must equal measure_training_bytes(model, name) for every name.
@@ -90,25 +99,19 @@ def check_training_bytes(predict: Callable, model: nn.Module, optimizer_names: I
     The student's function gets a copy of `model` and must leave it as it was (no step run)."""
     where = f" ({label})" if label else ""
     for optimizer_name in optimizer_names:
-        given = clone_model(model)
-        before = param_snapshot(given)
-        try:
-            predicted = predict(given, optimizer_name)
-        except NotImplementedError:
-            raise
-        except AttributeError as error:
+        outcome = remote.run_student(predict, collect_training_bytes, clone_model(model), optimizer_name)
+        error = remote.raised_of(outcome)
+        if error is not None:
             hint = ("before any step p.grad is None: predict from the parameters themselves "
-                    "(p.numel(), p.element_size())" if "NoneType" in str(error) else "")
-            raise _raised("predict_training_bytes", error, hint) from None
-        except Exception as error:  # noqa: BLE001 - any error becomes the student's message
-            raise _raised("predict_training_bytes", error) from None
+                    "(p.numel(), p.element_size())"
+                    if error.type == "AttributeError" and "NoneType" in error.message else "")
+            raise _raised("predict_training_bytes", error, hint)
+        predicted = outcome["value"]
         if not isinstance(predicted, Mapping):
             raise AssertionError(f"predict_training_bytes should return a dict with the keys {list(PARTS)}, "
                                  f"got {type(predicted).__name__}: {predicted!r}")
-        ran = (any(p.grad is not None for p in given.parameters())
-               or compare(param_snapshot(given), before).max_abs_error != 0)
-        assert not ran, ("predict_training_bytes ran the model: predict the bytes from the parameters alone, "
-                         "without running a step")
+        assert not outcome["ran"], ("predict_training_bytes ran the model: predict the bytes from the "
+                                    "parameters alone, without running a step")
         actual = measure_training_bytes(model, optimizer_name)
         for part in PARTS:
             got = predicted.get(part)
@@ -164,28 +167,25 @@ def _describe(model: nn.Sequential) -> str:
     return ", ".join(type(m).__name__ for m in model)
 
 
-@stderr_on_stdout()
 def check_saved_bytes(predict: Callable, models: Iterable[nn.Sequential], batch_sizes: Iterable[int]) -> None:
     """predict(model, batch) must equal measure_saved_bytes(model, batch) for every model and batch."""
     batch_sizes = list(batch_sizes)
     for model in models:
         for batch_size in batch_sizes:
+            # The reference is measured after the call: in the student's own process nothing on the
+            # call stack holds it while their code runs.
+            outcome = remote.run_student(predict, collect_saved_bytes, model, batch_size)
             want = measure_saved_bytes(model, batch_size)
-            try:
-                got = predict(model, batch_size)
-            except NotImplementedError:
-                raise
-            except AttributeError as error:
-                hint = ("only Linear has in_features and out_features: ReLU, GELU and Dropout keep "
-                        "the width, and a LayerNorm's is layer.normalized_shape[0]"
-                        if "features" in str(error) else "")
-                raise _raised("predict_saved_bytes", error, hint) from None
-            except TypeError as error:
-                hint = ("a LayerNorm's normalized_shape is a tuple: its width is layer.normalized_shape[0]"
-                        if "tuple" in str(error) else "")
-                raise _raised("predict_saved_bytes", error, hint) from None
-            except Exception as error:  # noqa: BLE001 - any error becomes the student's message
-                raise _raised("predict_saved_bytes", error) from None
+            error = remote.raised_of(outcome)
+            if error is not None:
+                hint = ""
+                if error.type == "AttributeError" and "features" in error.message:
+                    hint = ("only Linear has in_features and out_features: ReLU, GELU and Dropout keep "
+                            "the width, and a LayerNorm's is layer.normalized_shape[0]")
+                elif error.type == "TypeError" and "tuple" in error.message:
+                    hint = "a LayerNorm's normalized_shape is a tuple: its width is layer.normalized_shape[0]"
+                raise _raised("predict_saved_bytes", error, hint)
+            got = outcome["value"]
             gap = got - want if isinstance(got, int) and not isinstance(got, bool) else None
             assert got == want, (
                 f"{_describe(model)} at batch {batch_size} saves {want} bytes for backward, "
@@ -195,27 +195,6 @@ def check_saved_bytes(predict: Callable, models: Iterable[nn.Sequential], batch_
 
 # ---------------------------------------------------------------- Exercise 3: checkpoint segments
 
-def _checks_reentrant(function: Callable, model: nn.Module, x: torch.Tensor, args: tuple) -> bool:
-    """Whether function(model, x, *args) checkpoints with the reentrant variant (seen on a grad input)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            out = function(clone_model(model), x.detach().clone().requires_grad_(), *args)
-        except Exception:  # noqa: BLE001 - only a probe: its failure proves nothing
-            return False
-    pending, seen = [getattr(out, "grad_fn", None)], set()
-    while pending:
-        node = pending.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        if type(node).__name__ == "CheckpointFunctionBackward":
-            return True
-        pending.extend(next_node for next_node, _ in node.next_functions)
-    return False
-
-
-@stderr_on_stdout()
 def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Tensor,
                                blocks_per_segment: int | None = None) -> None:
     """function(model, x[, blocks_per_segment]) must give model(x)'s output and gradients (parameters,
@@ -229,47 +208,43 @@ def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Te
     twin, x_twin = clone_model(model), x.detach().clone().requires_grad_(x.requires_grad)
     want = twin(x_twin)
     want.pow(2).mean().backward()
-    x_own = x.detach().clone().requires_grad_(x.requires_grad)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with SavedTensorMeter(model) as meter:
-            try:
-                out = function(model, x_own, *args)
-            except NotImplementedError:
-                raise
-            except TypeError as error:
-                hint = ("checkpoint's first argument is the function to run: a function of the "
-                        "segment's blocks or nn.Sequential(*blocks)" if "not callable" in str(error) else "")
-                raise _raised("checkpointed_forward", error, hint) from None
-            except Exception as error:  # noqa: BLE001 - any error becomes the student's message
-                raise _raised("checkpointed_forward", error) from None
-    assert not [w for w in caught if "use_reentrant" in str(w.message)], (
+    seen = remote.run_student(function, collect_checkpointed_forward, model,
+                              x.detach().clone().requires_grad_(x.requires_grad), args)
+    error = remote.raised_of(seen)
+    if error is not None:
+        hint = ("checkpoint's first argument is the function to run: a function of the segment's blocks "
+                "or nn.Sequential(*blocks)" if error.type == "TypeError" and "not callable" in error.message
+                else "")
+        raise _raised("checkpointed_forward", error, hint)
+    assert not [w for w in seen["warnings"] if "use_reentrant" in w], (
         "checkpoint warned about use_reentrant: pass use_reentrant=False explicitly")
+    out = seen.get("output")
     assert isinstance(out, torch.Tensor) and out.shape == want.shape, (
         f"checkpointed_forward should return the model's output, a tensor of shape {list(want.shape)}, "
-        f"got {type(out).__name__}{list(out.shape) if isinstance(out, torch.Tensor) else ''}")
-    if not torch.allclose(out.detach(), want.detach(), rtol=RTOL, atol=1e-6):
+        f"got {seen.get('returned', 'Tensor')}{list(out.shape) if isinstance(out, torch.Tensor) else ''}")
+    if not torch.allclose(out, want.detach(), rtol=RTOL, atol=1e-6):
         partial, kept = x.detach(), depth - depth % segment
         with torch.no_grad():
             for block in list(twin.blocks)[:kept]:
                 partial = block(partial)
-        dropped = kept < depth and torch.allclose(out.detach(), partial, rtol=RTOL, atol=1e-6)
+        dropped = kept < depth and torch.allclose(out, partial, rtol=RTOL, atol=1e-6)
         raise AssertionError(
             f"with {depth} blocks and {called} the output differs from model(x)'s"
             + (f": the last, shorter segment ({depth % segment} block) never ran; split the blocks into "
                f"segments of blocks_per_segment, the last one may be shorter" if dropped else
                ": run every block once, in order"))
-    if not out.requires_grad:
+    if not seen["requires_grad"]:
         raise AssertionError(
             "the output does not require grad, so nothing gets a gradient: "
             + ("with the reentrant checkpoint and an input that does not require grad nothing gets a "
-               "gradient; pass use_reentrant=False" if _checks_reentrant(function, model, x, args) else
+               "gradient; pass use_reentrant=False" if seen.get("reentrant") else
                "run the blocks with autograd on (no torch.no_grad(), no .detach())"))
-    try:
-        out.pow(2).mean().backward()
-    except RuntimeError as error:
-        raise AssertionError(f"backward through your output failed ({error})") from None
-    result = compare(grad_snapshot(model), grad_snapshot(twin))
+    if "backward_error" in seen:
+        raise AssertionError(f"backward through your output failed ({seen['backward_error']})")
+    grads = seen.get("grads")
+    if not isinstance(grads, dict) or set(grads) != set(grad_snapshot(twin)):
+        raise AssertionError("the gradients of the model's parameters did not come back from your function")
+    result = compare(grads, grad_snapshot(twin))
     if result.missing:
         why = ": some parameters got no gradient; the graph was cut between segments (.detach() or no_grad)"
     else:
@@ -278,17 +253,19 @@ def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Te
                "blocks (a lambda or closure written in a loop sees the loop variable's last value)")
     assert result.close(RTOL, ATOL), f"with {called} the gradients differ from model(x)'s ({result}){why}"
     if x.requires_grad:
-        assert x_own.grad is not None and torch.allclose(x_own.grad, x_twin.grad, rtol=RTOL, atol=ATOL), (
+        x_grad = seen.get("x_grad")
+        assert isinstance(x_grad, torch.Tensor) and x_grad.shape == x_twin.grad.shape and torch.allclose(
+            x_grad, x_twin.grad, rtol=RTOL, atol=ATOL), (
             f"with {called} the gradient of the input x differs from model(x)'s: pass x itself into the "
             "first checkpoint (no .detach(), no copy)")
-    unit, saved = _bytes(x), meter.bytes
+    unit, saved = _bytes(x), seen["saved_bytes"]
     expected = segments * unit
     hint = ""
     if saved == unit and segments > 1:
         hint = ": you checkpointed the whole model as one segment"
     elif saved == depth * unit and segments != depth:
         hint = ": every block got its own checkpoint; group blocks_per_segment blocks into one"
-    elif saved > expected:
+    elif isinstance(saved, int) and saved > expected:
         hint = (": some blocks ran outside a checkpoint (checkpoint_sequential, for one, leaves its last "
                 "segment unchecked)")
     assert saved == expected, (
@@ -298,73 +275,47 @@ def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Te
 
 # ---------------------------------------------------------------- Exercise 4: a plan that fits
 
-class ActivationMeasure:
-    """measure(micro_batch, checkpointing): activation bytes of one forward of a ResidualMLP, as the
-    meter counts them, with every block checkpointed or none. Records the calls it gets."""
-
-    def __init__(self, model: nn.Module):
-        self.model = model
-        self.calls: list[tuple] = []
-
-    def __call__(self, micro_batch: int, checkpointing: bool) -> int:
-        self.calls.append((micro_batch, checkpointing))
-        if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or micro_batch < 1:
-            return 0        # nothing to measure in a micro-batch of 0, -1 or 2.5: the check says so
-        return self.bytes(micro_batch, checkpointing)
-
-    def bytes(self, micro_batch: int, checkpointing: bool) -> int:
-        """The measurement itself, not recorded as the student's call."""
-        inputs = torch.randn(micro_batch, self.model.dim)
-        with SavedTensorMeter(self.model) as meter:
-            h = inputs
-            for block in self.model.blocks:
-                h = checkpoint(block, h, use_reentrant=False) if checkpointing else block(h)
-        return meter.bytes
-
-    def odd_sizes(self) -> list:
-        return sorted({m for m, _ in self.calls if isinstance(m, bool) or not isinstance(m, int) or m < 1},
-                      key=repr)
-
-
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _call_planner(plan: Callable, effective_batch: int, budget: int, measure: ActivationMeasure):
-    try:
-        return plan(effective_batch, budget, measure)
-    except NotImplementedError:
-        raise
-    except ValueError as error:
+def _odd_sizes(calls: list) -> list:
+    return sorted({m for m, *_ in calls if isinstance(m, bool) or not isinstance(m, int) or m < 1}, key=repr)
+
+
+def _call_planner(plan: Callable, effective_batch: int, budget: int, model: nn.Module) -> tuple[object, list]:
+    outcome = remote.run_student(plan, collect_plan, effective_batch, budget, ActivationMeasure(model))
+    calls = [call for call in outcome.get("calls", []) if isinstance(call, (list, tuple)) and call]
+    error = remote.raised_of(outcome)
+    if error is None:
+        return outcome["value"], calls
+    measure = ActivationMeasure(model)
+    if error.type == "ValueError":
         fits = measure.bytes(1, True)
         if fits <= budget:
             raise AssertionError(
-                f"plan_micro_batches raised ValueError ({error}), but a plan fits: micro-batch 1 with "
-                f"checkpointing needs {fits} bytes, within the budget of {budget}") from None
-        raise
-    except ZeroDivisionError as error:
-        odd = measure.odd_sizes()
-        hint = (f"you tried micro-batches of {odd}; micro-batches are the divisors of effective_batch, "
-                "from 1 up" if odd else "")
-        raise _raised("plan_micro_batches", error, hint) from None
-    except TypeError as error:
-        hint = ("call measure(micro_batch, checkpointing) with both arguments"
-                if "positional argument" in str(error) and "checkpointing" in str(error) else "")
-        raise _raised("plan_micro_batches", error, hint) from None
-    except Exception as error:  # noqa: BLE001 - any error becomes the student's message
-        raise _raised("plan_micro_batches", error) from None
+                f"plan_micro_batches raised ValueError ({error.message}), but a plan fits: micro-batch 1 "
+                f"with checkpointing needs {fits} bytes, within the budget of {budget}")
+        raise ValueError(error.message)
+    hint = ""
+    if error.type == "ZeroDivisionError" and _odd_sizes(calls):
+        hint = (f"you tried micro-batches of {_odd_sizes(calls)}; micro-batches are the divisors of "
+                "effective_batch, from 1 up")
+    elif (error.type == "TypeError" and "positional argument" in error.message
+          and "checkpointing" in error.message):
+        hint = "call measure(micro_batch, checkpointing) with both arguments"
+    raise _raised("plan_micro_batches", error, hint)
 
 
-@stderr_on_stdout()
 def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: int) -> dict:
     """plan(effective_batch, budget, measure) must keep the effective batch, fit the budget as
     measured, use checkpointing only when nothing fits without it, and take the largest divisor."""
     measure = ActivationMeasure(model)
-    result = _call_planner(plan, effective_batch, budget, measure)
+    result, calls = _call_planner(plan, effective_batch, budget, model)
     assert isinstance(result, Mapping) and all(key in result for key in PLAN_KEYS), (
         f"plan_micro_batches should return a dict with the keys {list(PLAN_KEYS)}, got {result!r}")
     m, k, c = (result[key] for key in PLAN_KEYS)
-    odd = measure.odd_sizes()
+    odd = _odd_sizes(calls)
     assert all(isinstance(v, int) and not isinstance(v, bool) for v in (m, k)), (
         f"micro_batch and accum_steps should be whole numbers (int), got {m!r} and {k!r}"
         + (": use effective_batch // micro_batch" if isinstance(k, float) else ""))
@@ -385,19 +336,16 @@ def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: i
     return dict(result)
 
 
-@stderr_on_stdout()
 def check_plan_raises(plan: Callable, model: nn.Module, effective_batch: int, budget: int) -> None:
     """With a budget below micro-batch 1 with checkpointing, plan(...) must raise ValueError."""
     measure = ActivationMeasure(model)
     assert measure.bytes(1, True) > budget, f"the test's budget of {budget} bytes fits a plan"
-    try:
-        result = plan(effective_batch, budget, measure)
-    except NotImplementedError:
-        raise
-    except ValueError:
+    outcome = remote.run_student(plan, collect_plan, effective_batch, budget, ActivationMeasure(model))
+    error = remote.raised_of(outcome)
+    if error is not None and error.type == "ValueError":
         return
-    except Exception as error:  # noqa: BLE001 - any error becomes the student's message
+    if error is not None:
         raise AssertionError(f"with a budget of {budget} bytes nothing fits: raise ValueError, not "
-                             f"{type(error).__name__} ({error})") from None
+                             f"{error.type} ({error.message})")
     raise AssertionError(f"with a budget of {budget} bytes nothing fits: raise ValueError "
-                         f"(your function returned {result!r})")
+                         f"(your function returned {outcome['value']!r})")

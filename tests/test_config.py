@@ -25,8 +25,9 @@ from course_tools.intake import IntakeNotes, SubmissionIntake
 
 def configurable_classes():
     classes = {cls.__name__: cls for cls in NbGraderApp().all_configurable_classes()}
-    # The formgrader and generate_feedback add nbconvert's HTMLExporter to nbgrader's classes.
-    return {**classes, HTMLExporter.__name__: HTMLExporter}
+    # The formgrader and generate_feedback add nbconvert's HTMLExporter to nbgrader's classes; the
+    # course's GuardedExecute stands in autograde's preprocessors and takes options of its own.
+    return {**classes, HTMLExporter.__name__: HTMLExporter, GuardedExecute.__name__: GuardedExecute}
 
 
 def test_every_section_and_option_exists():
@@ -159,6 +160,14 @@ def test_guarded_execute_takes_the_course_execute_options():
     assert guarded.kernel_name == "python3"
     assert issubclass(GuardedExecute, Execute)
     assert "still running at the grader's time limit" in guarded.error_on_timeout["evalue"]
+
+
+def test_the_lessons_judged_in_the_grader_exist():
+    """A misspelt lesson in verdict_in_grader would silently keep its tests in the student's kernel."""
+    from course_tools.lessons import assignment_ids
+
+    judged = GuardedExecute(config=load_config()).verdict_in_grader
+    assert judged and set(judged) <= set(assignment_ids(REPO_ROOT))
 
 
 def test_the_demo_class_grades_under_its_own_timeout():

@@ -717,3 +717,25 @@ def test_the_setting_is_read_from_the_configuration():
     config = Config()
     config.GuardedExecute.sandbox = "off"
     assert sandbox_setting(config) == "off"
+
+
+REFERENCES_PROBE = """
+from helpers import checks_memory, collect_memory
+print("stub:", getattr(checks_memory, "GRADER_ONLY", None),
+      checks_memory.__file__.endswith("checks_memory.py"))
+try:
+    checks_memory.measure_training_bytes
+    print("reference: reachable")
+except AttributeError as error:
+    print("reference:", error)
+print("collectors:", callable(collect_memory.collect_plan))
+"""
+
+
+@needs_sandbox
+def test_the_exercises_references_are_not_in_the_sandbox(tmp_path):
+    """A helpers module marked GRADER_ONLY computes the answers: the kernel gets a stub in its place."""
+    output, _, _ = run_probe(tmp_path, REFERENCES_PROBE)
+    assert "stub: True True" in output
+    assert "reference: helpers.checks_memory.measure_training_bytes is not available while" in output
+    assert "collectors: True" in output

@@ -1,0 +1,120 @@
+"""The student's side of the memory lesson's checks (lesson 04): call the function, report plain data.
+
+Each collector runs next to the student's code (the notebook's kernel), gets the inputs the check
+chose, calls the student's function inside `stderr_on_stdout()` and returns what came out and what
+the lesson's tools observed while it ran. It judges nothing: helpers.checks_memory does, in the
+grader's process at grading (see helpers.remote).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from helpers import remote, wire
+from helpers.capture import stderr_on_stdout
+from helpers.grads import clone_model, compare, grad_snapshot, param_snapshot
+from helpers.memory import SavedTensorMeter
+
+
+@wire.carried("model", "calls")
+class ActivationMeasure:
+    """measure(micro_batch, checkpointing): activation bytes of one forward of a ResidualMLP, as the
+    meter counts them, with every block checkpointed or none. Records the calls it gets."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.calls: list[tuple] = []
+
+    def __call__(self, micro_batch: int, checkpointing: bool) -> int:
+        self.calls.append((micro_batch, checkpointing))
+        if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or micro_batch < 1:
+            return 0        # nothing to measure in a micro-batch of 0, -1 or 2.5: the check says so
+        return self.bytes(micro_batch, checkpointing)
+
+    def bytes(self, micro_batch: int, checkpointing: bool) -> int:
+        """The measurement itself, not recorded as the student's call."""
+        inputs = torch.randn(micro_batch, self.model.dim)
+        with SavedTensorMeter(self.model) as meter:
+            h = inputs
+            for block in self.model.blocks:
+                h = checkpoint(block, h, use_reentrant=False) if checkpointing else block(h)
+        return meter.bytes
+
+
+@remote.collector
+def collect_training_bytes(predict, model: nn.Module, optimizer_name: str) -> dict:
+    """predict(model, optimizer_name), and whether it ran the model (gradients or changed weights)."""
+    before = param_snapshot(model)
+    with stderr_on_stdout():
+        outcome = remote.called(predict, model, optimizer_name)
+    outcome["ran"] = (any(p.grad is not None for p in model.parameters())
+                      or compare(param_snapshot(model), before).max_abs_error != 0)
+    return outcome
+
+
+@remote.collector
+def collect_saved_bytes(predict, model: nn.Module, batch_size: int) -> dict:
+    """predict(model, batch_size)."""
+    with stderr_on_stdout():
+        return remote.called(predict, model, batch_size)
+
+
+def _uses_reentrant_checkpoint(function, model: nn.Module, x: torch.Tensor, args: tuple) -> bool:
+    """Whether function(model, x, *args) checkpoints with the reentrant variant (seen on a grad input)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            out = function(clone_model(model), x.detach().clone().requires_grad_(), *args)
+        except Exception:  # noqa: BLE001 - only a probe: its failure proves nothing
+            return False
+    pending, seen = [getattr(out, "grad_fn", None)], set()
+    while pending:
+        node = pending.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if type(node).__name__ == "CheckpointFunctionBackward":
+            return True
+        pending.extend(next_node for next_node, _ in node.next_functions)
+    return False
+
+
+@remote.collector
+def collect_checkpointed_forward(function, model: nn.Module, x: torch.Tensor, args: tuple) -> dict:
+    """function(model, x, *args) under the saved-tensor meter, then backward of its output's mean
+    square: the output, the gradients, the bytes saved and the warnings it raised."""
+    with stderr_on_stdout(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with SavedTensorMeter(model) as meter:
+            outcome = remote.called(function, model, x, *args)
+    report = {"warnings": [str(w.message) for w in caught], "saved_bytes": meter.bytes}
+    if "raised" in outcome:
+        return {**outcome, **report}
+    out = outcome["value"]
+    if not isinstance(out, torch.Tensor):
+        return {"returned": type(out).__name__, **report}
+    report.update(output=out.detach(), requires_grad=bool(out.requires_grad))
+    if not out.requires_grad:
+        return {**report, "reentrant": _uses_reentrant_checkpoint(function, model, x, args)}
+    try:
+        out.pow(2).mean().backward()
+    except RuntimeError as error:
+        return {**report, "backward_error": str(error)[:2000]}
+    return {**report, "grads": grad_snapshot(model), "x_grad": x.grad}
+
+
+def _plain(value):
+    return value if value is None or isinstance(value, (bool, int, float, str)) else repr(value)[:80]
+
+
+@remote.collector
+def collect_plan(plan, effective_batch: int, budget: int, measure: ActivationMeasure) -> dict:
+    """plan(effective_batch, budget, measure), and the calls it made to measure."""
+    with stderr_on_stdout():
+        outcome = remote.called(plan, effective_batch, budget, measure)
+    outcome["calls"] = [tuple(_plain(a) for a in call) for call in measure.calls]
+    return outcome

@@ -1,0 +1,120 @@
+"""One check, two transports: the verdict is reached where the check runs, never in the student's process.
+
+A check that calls a student's function is written in two halves:
+
+- a *collector* (registered with `@collector`) runs next to the student's code: it gets the
+  student's function and the check's inputs, calls the function and returns what came out as
+  plain data (values, tensors, what the student's code raised, what a spy counted);
+- the check itself chooses the inputs, computes the reference and judges what the collector
+  returned.
+
+`run_student(function, collect, *inputs)` joins them. In the student's own notebook (running a
+test cell, Validate) both halves run in one process, the inputs and the result still making the
+round trip through helpers.wire, so a check behaves the same on both transports. At grading the
+test cell runs in the grader's process: the student's functions there are `StudentFunction`s,
+names the grader asks the sandboxed kernel to call, and only the collector's plain data comes
+back. A kernel can then lie about what the student's function returned only by returning the
+right answer, which is solving the exercise; what only the student's process can observe (a
+count of calls, a warning) can cost points when it shows a broken requirement, never earn them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from helpers import wire
+
+_COLLECTORS: dict[str, Callable] = {}
+
+
+def collector(function: Callable) -> Callable:
+    """Register a kernel half: `function(student_function, *inputs) -> plain data`."""
+    _COLLECTORS[f"{function.__module__}.{function.__qualname__}"] = function
+    return function
+
+
+def _registered(name: str) -> Callable:
+    module, _, _ = name.rpartition(".")
+    if name not in _COLLECTORS and module.startswith("helpers."):
+        importlib.import_module(module)
+    if name not in _COLLECTORS:
+        raise LookupError(f"{name} is not a registered collector")
+    return _COLLECTORS[name]
+
+
+class StudentFunction:
+    """At grading, in the grader's process: the student's function, called in the kernel by name."""
+
+    def __init__(self, name: str, channel: Callable):
+        self.__name__ = self.name = name
+        self.channel = channel
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"{self.name} runs in the student's kernel: a check calls it through "
+                        "helpers.remote.run_student")
+
+    def __repr__(self) -> str:
+        return f"<the student's {self.name}>"
+
+
+@dataclass(frozen=True)
+class Raised:
+    """What a student's function raised, as the check reads it: the exception's type name and text."""
+
+    type: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message}"
+
+
+def called(function: Callable, *args, **kwargs) -> dict:
+    """Collector-side: {"value": what function returned} or {"raised": {"type", "message"}}.
+
+    A KeyboardInterrupt (the grader's timeout) is not caught."""
+    try:
+        return {"value": function(*args, **kwargs)}
+    except Exception as error:  # noqa: BLE001 - every error of the student's is reported, as data
+        try:
+            message = str(error)
+        except Exception:  # noqa: BLE001 - an exception whose str() fails still gets reported
+            message = "(its message could not be read)"
+        return {"raised": {"type": type(error).__name__, "message": message[:4000]}}
+
+
+def raised_of(outcome: dict) -> Raised | None:
+    """Check-side: the Raised in a `called` outcome, or None; NotImplementedError (the untouched
+    stub) is raised again, so the student reads it as they wrote it."""
+    raised = outcome.get("raised") if isinstance(outcome, dict) else None
+    if not isinstance(raised, dict):
+        return None
+    result = Raised(str(raised.get("type")), str(raised.get("message")))
+    if result.type == "NotImplementedError":
+        raise NotImplementedError(result.message)
+    return result
+
+
+def serve(name: str, function: Callable, tree, buffers) -> tuple[object, list[bytes]]:
+    """The kernel half: rebuild the inputs, run the registered collector, encode what it returns."""
+    args, kwargs = wire.decode(tree, buffers, objects=True)
+    return wire.encode(_registered(name)(function, *args, **kwargs))
+
+
+def run_student(function, collect: Callable, *args, **kwargs):
+    """collect(function, *args, **kwargs) where `function` lives; its plain-data result, read here."""
+    name = f"{collect.__module__}.{collect.__qualname__}"
+    if not isinstance(function, StudentFunction) and not callable(function):
+        raise AssertionError(f"the check calls your function here, but that name holds a "
+                             f"{type(function).__name__}: {repr(function)[:80]}")
+    tree, buffers = wire.encode([list(args), kwargs], objects=True)
+    if isinstance(function, StudentFunction):
+        result_tree, result_buffers = function.channel(name, function.name, tree, buffers)
+    else:
+        try:
+            result_tree, result_buffers = serve(name, function, tree, buffers)
+        except wire.WireError as error:   # what the student's function returned cannot travel
+            raise AssertionError(f"{getattr(function, '__name__', 'your function')} gave the check "
+                                 f"something it cannot read: {error}") from None
+    return wire.decode(result_tree, result_buffers)

@@ -1,0 +1,102 @@
+"""helpers.wire and helpers.remote: what crosses between a check and the student's code."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from helpers import models, remote, wire
+
+
+def round_trip(value, objects=False):
+    return wire.decode(*wire.encode(value, objects=objects), objects=objects)
+
+
+def test_plain_values_come_back_as_exact_builtin_types():
+    class AlwaysEqual(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    value = {"a": [1, 2.5, True, None, "s"], "b": (np.int64(7), np.float32(0.5)), "c": AlwaysEqual(3),
+             "d": float("nan"), "e": torch.float16}
+    back = round_trip(value)
+    assert back["a"] == [1, 2.5, True, None, "s"] and back["b"] == (7, 0.5) and back["e"] is torch.float16
+    assert type(back["c"]) is int and back["c"] != 4 and math.isnan(back["d"])
+
+
+def test_tensors_keep_dtype_shape_and_values_but_lose_their_subclass():
+    class Faker(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func is torch.allclose:
+                return True
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    tensors = (torch.randn(3, 4), torch.randn(2, dtype=torch.bfloat16), torch.arange(5), torch.zeros(0, 3))
+    for tensor in tensors:
+        back = round_trip(tensor)
+        assert back.dtype == tensor.dtype and back.shape == tensor.shape and torch.equal(back, tensor)
+    faked = round_trip(torch.zeros(3).as_subclass(Faker))
+    assert type(faked) is torch.Tensor and not torch.allclose(faked, torch.ones(3))
+
+
+def test_modules_travel_from_the_grader_with_weights_flags_and_gradients():
+    model = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.GELU(), nn.Linear(8, 2)).to(torch.bfloat16)
+    model[0].requires_grad_(False)
+    model[3].weight.grad = torch.ones_like(model[3].weight)
+    residual = models.ResidualMLP(6, 12, depth=2, seed=3)
+    x = torch.randn(5, 6, requires_grad=True)
+    copy, residual_copy, x_copy = round_trip([model, residual, x], objects=True)
+    assert copy[0].weight.dtype == torch.bfloat16 and not copy[0].weight.requires_grad
+    assert torch.equal(copy[3].weight.grad, model[3].weight.grad)
+    assert torch.equal(residual_copy(x_copy), residual(x)) and x_copy.requires_grad
+
+
+def test_the_grader_reads_no_objects_from_a_kernel():
+    tree, buffers = wire.encode([nn.Linear(2, 2)], objects=True)
+    with pytest.raises(wire.WireError):
+        wire.decode(tree, buffers)
+    with pytest.raises(wire.WireError):
+        wire.decode({"t": "callable", "path": "os.system"}, [], objects=True)
+    with pytest.raises(wire.WireError):
+        wire.decode({"t": "tensor", "buffer": 0, "dtype": "float32", "shape": [4], "requires_grad": False},
+                    [b"\0" * 8])
+    with pytest.raises(wire.WireError):
+        wire.encode(object())
+
+
+@remote.collector
+def collect_doubled(function, values):
+    return remote.called(function, values)
+
+
+def test_a_check_reads_what_the_students_function_returned_or_raised():
+    outcome = remote.run_student(lambda t: t * 2, collect_doubled, torch.ones(2))
+    assert torch.equal(outcome["value"], torch.full((2,), 2.0))
+    outcome = remote.run_student(lambda t: 1 / 0, collect_doubled, torch.ones(2))
+    assert remote.raised_of(outcome) == remote.Raised("ZeroDivisionError", "division by zero")
+
+    def stub(values):
+        raise NotImplementedError("write your solution here")
+
+    with pytest.raises(NotImplementedError, match="write your solution here"):
+        remote.raised_of(remote.run_student(stub, collect_doubled, torch.ones(2)))
+    with pytest.raises(AssertionError, match="cannot read"):
+        remote.run_student(lambda t: object(), collect_doubled, torch.ones(2))
+    with pytest.raises(AssertionError, match="holds a str"):
+        remote.run_student("b", collect_doubled, torch.ones(2))
+
+
+def test_the_student_gets_a_copy_of_the_checks_inputs():
+    model = nn.Linear(2, 2)
+
+    def zeroes(values):
+        with torch.no_grad():
+            values.weight.zero_()
+
+    remote.run_student(zeroes, collect_doubled, model)
+    assert model.weight.abs().sum() > 0

@@ -1,0 +1,89 @@
+"""Test cells judged in the grader's process (course_tools.verdict): the kernel runs only students' code."""
+
+import base64
+import json
+
+from nbformat.v4 import new_code_cell, new_notebook
+
+from course_tools.execute import DIED, TIMED_OUT, GuardedExecute
+
+
+def graded(grade_id, source, **flags):
+    cell = new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade_id": grade_id, "schema_version": 3, "solution": False,
+                                 "locked": True, "grade": False, **flags}
+    return cell
+
+
+SETUP = "from helpers import remote\nfrom helpers.collect_memory import collect_saved_bytes\nFACTOR = 2"
+TEST = ('outcome = remote.run_student(answer, collect_saved_bytes, 3, 4)\n'
+        'error = remote.raised_of(outcome)\n'
+        'assert error is None, f"answer stopped with {error}"\n'
+        'got = outcome["value"]\n'
+        'assert got == 12 * FACTOR // 2, f"answer(3, 4) should be 12, got {got}"\n'
+        'print("visible checks passed")\n'
+        '### BEGIN HIDDEN TESTS\n'
+        'hidden = remote.run_student(answer, collect_saved_bytes, 5, 7)["value"]\n'
+        'assert hidden == 35, "the secret hidden check"\n'
+        '### END HIDDEN TESTS\n')
+
+
+def judged(tmp_path, *student_cells, **options):
+    cells = [graded("setup", SETUP)]
+    for number, source in enumerate(student_cells):
+        cells.append(new_code_cell(source) if not source.startswith("TEST") else
+                     graded(f"ex{number}_test", TEST, grade=True, points=1))
+    notebook = new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    executor = GuardedExecute(guard=True, sandbox="off", kernel_name="python3", verdict_in_grader=["a1"],
+                              **options)
+    resources = {"metadata": {"path": str(tmp_path)}, "nbgrader": {"assignment": "a1"}}
+    executed, _ = executor.preprocess(notebook, resources)
+    return executed.cells
+
+
+def errors(cell):
+    return [(o.ename, o.evalue) for o in cell.outputs if o.output_type == "error"]
+
+
+def text(cell):
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+def test_a_right_answer_passes_and_a_wrong_one_fails_with_the_checks_message(tmp_path):
+    cells = judged(tmp_path, "def answer(a, b):\n    print('computing')\n    return a * b", "TEST",
+                   "def answer(a, b):\n    return a + b", "TEST")
+    assert errors(cells[2]) == [] and text(cells[2]) == "computing\nvisible checks passed\ncomputing\n"
+    assert errors(cells[4]) == [("AssertionError", "answer(3, 4) should be 12, got 7")]
+
+
+def test_the_tests_source_never_reaches_the_kernel(tmp_path):
+    spy = ("import json, base64\nseen = []\nkernel = get_ipython().kernel\n"
+           "name = next(n for n in kernel.shell_handlers if 'course' in n)\n"
+           "original = kernel.shell_handlers[name]\n"
+           "def listen(stream, idents, message):\n"
+           "    seen.append(json.dumps(message['content'], default=str))\n"
+           "    return original(stream, idents, message)\n"
+           "kernel.shell_handlers[name] = listen\n"
+           "def answer(a, b):\n    return a * b")
+    leak = "print(base64.b64encode(json.dumps([seen, In, _ih]).encode()).decode())"
+    cells = judged(tmp_path, spy, "TEST", leak)
+    assert errors(cells[2]) == []
+    leaked = base64.b64decode(text(cells[3])).decode()
+    assert json.loads(leaked)[0], "the spy saw the grader's requests"
+    for line in ("secret hidden check", "should be 12", "run_student", "12 * FACTOR"):
+        assert line not in leaked
+
+
+def test_a_kernel_that_dies_during_a_call_costs_only_that_test(tmp_path):
+    cells = judged(tmp_path, "import os\ndef answer(a, b):\n    os._exit(1)", "TEST",
+                   "def answer(a, b):\n    return a * b", "TEST")
+    assert DIED in dict(errors(cells[2]))
+    assert errors(cells[4]) == []
+
+
+def test_a_call_that_never_returns_is_interrupted(tmp_path):
+    cells = judged(tmp_path, "def answer(a, b):\n    while True:\n        pass", "TEST",
+                   "def answer(a, b):\n    return a * b", "TEST", timeout=3)
+    assert TIMED_OUT in dict(errors(cells[2]))
+    assert errors(cells[4]) == []
