@@ -53,12 +53,12 @@ lint: setup
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=.
 
-# Measure each notebook's run time on this machine (the README's table).
+# Measure each notebook's run time on this machine (the table in docs/run-time.md).
 benchmark: setup
 	$(BIN)/python -m course_tools.benchmark --update-readme
 
 # Grade a synthetic class (32 submissions) four ways: nbclient alone, stock nbgrader, the course's
-# grader serially and with 2 workers; the README's grading table (about 15 minutes on 2 cores).
+# grader serially and with 2 workers; the grading table in docs/run-time.md (about 15 minutes on 2 cores).
 grading-benchmark: setup
 	$(BIN)/python -m course_tools.grading_benchmark --update-readme $(GRADING_BENCHMARK_ARGS)
 

@@ -2,7 +2,7 @@
 
 Each notebook in notebooks/ is executed several times in a fresh kernel (kernel start included,
 as a student pressing "Restart and run all" would see it); the median is reported. With
---update-readme the table between the README's runtime-table markers is rewritten.
+--update-readme the table between the runtime-table markers of docs/run-time.md is rewritten.
 """
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ def table(rows, repeats: int) -> str:
     return "\n".join(lines)
 
 
-def update_readme(text: str, readme: Path = REPO_ROOT / "README.md", start: str = START,
+def update_readme(text: str, readme: Path = REPO_ROOT / "docs" / "run-time.md", start: str = START,
                   end: str = END) -> None:
-    """Replace what stands between the `start` and `end` markers of the README with `text`."""
+    """Replace what stands between the `start` and `end` markers of docs/run-time.md with `text`."""
     content = readme.read_text()
     if start not in content or end not in content:
         raise SystemExit(f"{readme} has no {start} ... {end} markers")

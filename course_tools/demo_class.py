@@ -17,7 +17,7 @@ A submission is described by demo_class/<assignment>/<student>.py:
     # needs: sandbox                            (grades as declared only in a sandboxed grader)
     # kind: broken | hostile                    (default: by name, or a realistic mistake)
     # validate-misses: ex3_1_test  why          (a test cell lost at grading that Validate cannot
-    #                                            report, and why: the README's demo table says it too)
+    #                                            report, and why: docs/demo-class.md lists the reasons)
     # %% ex1_1_solution
     <the student's code for that cell: a solution cell, or a read-only cell they edited>
 

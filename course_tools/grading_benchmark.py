@@ -11,8 +11,8 @@ repeated under new names). The same class is then graded four ways, each in a fr
 - course, serial: `nbgrader autograde` with this course's configuration (intake, sandbox, guard);
 - course, parallel: course_tools.autograde with `--workers` processes.
 
-It prints seconds per submission for each, submissions per minute, the ratios the README quotes,
-and a projection for whole courses. With --update-readme the table between the README's
+It prints seconds per submission for each, submissions per minute, the ratios docs/run-time.md quotes,
+and a projection for whole courses. With --update-readme the table between docs/run-time.md's
 grading-benchmark markers is rewritten. Timings belong here, never in a test.
 """
 

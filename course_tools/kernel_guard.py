@@ -23,7 +23,7 @@ The test's source never enters IPython's input history (`In`, `_ih`), so a later
 print it. Code in the same process can still reach the guard itself (its handler, its
 snapshots, memory through ctypes) or act from a thread while a test runs: the guard stops the
 patching a student would try and fails closed when its own message goes unanswered; the
-README says what it cannot promise. This module imports nothing at import time.
+docs/grading-trust.md says what it cannot promise. This module imports nothing at import time.
 """
 
 from __future__ import annotations

@@ -509,7 +509,7 @@ def test_validate_button_passes_a_filled_in_notebook(page, lab):
     """nbgrader's Validate (notebook toolbar) on a student's completed notebook: success.
     The server extension validates any notebook under the server's root with the course's
     nbgrader_config.py (read from the server's working directory): kernel, timeout."""
-    lesson = LESSONS[-1]  # the quickest lesson on a CPU (README's run-time table)
+    lesson = LESSONS[-1]  # the quickest lesson on a CPU (docs/run-time.md)
     release = notebook_of(lab.root / "release" / lesson)
     student = lab.root / "student" / lesson / release.name
     student.parent.mkdir(parents=True, exist_ok=True)

@@ -211,7 +211,7 @@ print("private and /dev/shm held")
 
 @needs_sandbox
 def test_without_a_memory_cgroup_the_limit_is_per_process(tmp_path):
-    """What the README says of the fallback: shared memory passes a per-process limit."""
+    """What docs/grading-trust.md says of the fallback: shared memory passes a per-process limit."""
     fallback = memory_cgroups(str(tmp_path / "no-cgroups"))
     output, _, _ = run_probe(tmp_path, SHARED_MEMORY, "600", cgroups=fallback, **SMALL_MEMORY)
     assert "held 600 MB shared" in output, output

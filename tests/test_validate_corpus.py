@@ -5,7 +5,7 @@ requirement an exercise states has a visible check, and the hidden tests re-chec
 requirements on other data. So nbgrader's own Validator, run on each demo submission that makes a
 realistic mistake, must report exactly the test cells that submission loses at grading (`# loses:`),
 with the feedback's diagnosis (`# says:`), except those its file declares with
-`# validate-misses: <grade id> <why>` (the README's demo table gives each reason). Two correct
+`# validate-misses: <grade id> <why>` (docs/demo-class.md gives each reason). Two correct
 submissions of lesson 04 (the quickest to run) must validate cleanly: the worked solution, and
 `alternative_positions`, whose functions warn and write to stderr while tested. Grading ignores
 stderr, and the checks show it on stdout (`helpers.capture.stderr_on_stdout`), so Validate agrees.
