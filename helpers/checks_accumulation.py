@@ -22,7 +22,7 @@ from torch import nn
 
 from helpers import models, spies
 from helpers.capture import running
-from helpers.checks_precision import check_amp_calls, clip_grads, first_linear_dtypes
+from helpers.collect_precision import check_amp_calls, clip_grads, first_linear_dtypes
 from helpers.grads import clone_model, compare, fill_grads, grad_snapshot, param_snapshot
 
 Batch = tuple[torch.Tensor, torch.Tensor]

@@ -1,90 +1,47 @@
 """Reference steps and diagnoses for the mixed-precision exercises (lesson 01).
 
-Each check runs the student's function on inputs the test cell chooses, computes the truth on the
-spot (the same autocast step on a copy of the model, a replay of the forward pass under autocast)
-and raises an AssertionError naming the mistake it recognises. The GradScaler call pattern and
-the first Linear layer's dtype are checked here too; lesson 02 imports them for its own loop.
-The student's code runs inside `helpers.capture.running`, so its warnings never fail Validate.
+Each check chooses the inputs, has the student's function run on them by its collector in
+helpers.collect_precision (through helpers.remote: in the same process in the student's notebook,
+in the sandboxed kernel at grading), computes the truth here (the same autocast step on a copy of
+the model, a replay of the forward pass under autocast) and raises an AssertionError naming the
+mistake it recognises. What the spies saw in the student's process can explain a failure or cost
+points, never earn them: a pass also needs the right outcome (the parameters after the step, the
+report, the scale), judged here. An error the student's code raised becomes an AssertionError in
+the course's words; NotImplementedError (the unanswered stub) passes through unchanged.
+
+Its references are the exercises' answers and the student's kernel never needs them, so it is
+GRADER_ONLY: inside the grading sandbox a stub stands in its place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.capture import running
+from helpers import remote, spies
+from helpers.collect_precision import (
+    ReusedLeafModel,
+    check_amp_calls,
+    clip_grads,
+    collect_amp_train_step,
+    collect_autocast_audit,
+    collect_cast_fate,
+    optimizer_spec,
+    scaler_spec,
+)
 from helpers.grads import clone_model, compare, grad_snapshot, param_snapshot
 
+GRADER_ONLY = True
+
 GradDict = dict[str, torch.Tensor]
-
-
-def clip_grads(grads: GradDict, max_norm: float) -> GradDict:
-    """Scale every gradient by min(1, max_norm / total norm), as clip_grad_norm_ does (same shapes)."""
-    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads.values()]))
-    factor = min(1.0, max_norm / (float(norm) + 1e-6))
-    return {name: g * factor for name, g in grads.items()}
-
-
-
-def check_amp_calls(log, num_micro_batches: int, num_updates: int) -> None:
-    """Assert the GradScaler call pattern: scale every backward's loss, then unscale_, clip, step
-    and update once per optimizer update, in that order."""
-    scaled = log.count("scale")
-    if scaled != num_micro_batches:
-        raise AssertionError(f"scaler.scale(loss) ran {scaled} times for {num_micro_batches} "
-                             "backward passes: every backward must go through scaler.scale(loss), or "
-                             "the gradients are not scaled and scaler.step divides them by the scale anyway")
-    clips = log.count("clip")
-    if clips == num_micro_batches and num_micro_batches != num_updates:
-        raise AssertionError(f"clip_grad_norm_ ran after every micro-batch ({clips} times): clip once per "
-                             "cycle, after the last backward, so it sees the complete gradient")
-    once_per_update = (("unscale_", "scaler.unscale_(optimizer)"),
-                       ("scaler_step", "scaler.step(optimizer)"),
-                       ("update", "scaler.update()"))
-    for name, meaning in once_per_update:
-        count = log.count(name)
-        if count != num_updates:
-            raise AssertionError(f"{meaning} ran {count} times for {num_updates} optimizer updates: "
-                                 "call it exactly once per update")
-    order = [c.name for c in log.calls if c.name in ("unscale_", "clip", "scaler_step", "update")]
-    expected = ["unscale_", "clip", "scaler_step", "update"]
-    if not clips:
-        expected.remove("clip")
-    if order == expected * num_updates:
-        return
-    position = {name: order.index(name) for name in set(order)}
-    if clips and position["clip"] < position["unscale_"]:
-        first_clip = log.of("clip")[0]
-        scale = log.of("scale")[0].info.get("scale") if log.count("scale") else None
-        raise AssertionError(
-            "the gradients were clipped before unscale_: clipping saw gradients multiplied by the scale "
-            f"{scale:g} (norm {first_clip.info['norm_seen']:.3g}), so max_norm cut them to almost nothing. "
-            "Call scaler.unscale_(optimizer) before clip_grad_norm_")
-    if position["update"] < position["scaler_step"]:
-        raise AssertionError("scaler.update() ran before scaler.step(optimizer): step first, then update "
-                             "the scale for the next iteration")
-    raise AssertionError(f"the calls ran in the order {', '.join(order[:8])}; each update should run "
-                         "unscale_, clip_grad_norm_, scaler.step, scaler.update, in that order")
-
-
-@contextmanager
-def first_linear_dtypes(model: nn.Module) -> Iterator[list[torch.dtype]]:
-    """Yield a list that collects the output dtype of each call of the model's first nn.Linear,
-    which tells whether a forward pass ran under autocast."""
-    first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
-    if first is None:
-        raise ValueError("first_linear_dtypes needs a model with at least one nn.Linear layer")
-    seen: list[torch.dtype] = []
-    handle = first.register_forward_hook(lambda _module, _args, output: seen.append(output.dtype))
-    try:
-        yield seen
-    finally:
-        handle.remove()
+# Exercise 3's optimizer: plain SGD, so the step the parameters took tells the gradient it used.
+AMP_STEP_LR = 0.5
+# Honest answers match the reference step to about 1e-7 (see check_amp_step_gradient).
+AMP_STEP_RTOL = 1e-4
 
 
 # Errors a realistic mistake makes torch (or Python) raise inside an exercise of lesson 01, matched
@@ -128,34 +85,36 @@ AMP_STEP_ERRORS = (
 )
 
 
+def _raise_if_raised(function: str, outcome: dict, known: Sequence[tuple[str, str]]) -> None:
+    """What `helpers.capture.running` said in the student's process, said here from a `called`
+    outcome: an error whose message holds a pattern of `known` quoted with the course's words."""
+    error = remote.raised_of(outcome)
+    if error is None:
+        return
+    for pattern, advice in known:
+        if pattern in error.message:
+            raise AssertionError(f"{function} stopped with {error} {advice}")
+    raise AssertionError(f"{function} stopped with {error}")
 
-class ReusedLeafModel(nn.Module):
-    """A model whose ReLU `act` runs twice, on a float32 input and then on a Linear's output, so
-    under autocast its two outputs differ in dtype; `unused` never runs. Each forward records, in
-    `ran`, every leaf that ran in the order it first ran with its LAST output's dtype (what
-    Exercise 2 asks for), in `first` each leaf's first output dtype, and counts itself in `calls`."""
 
-    def __init__(self, width: int = 8) -> None:
-        super().__init__()
-        self.act = nn.ReLU()
-        self.lin = nn.Linear(width, width)
-        self.unused = nn.Linear(width, width)
-        self.ran: dict[str, torch.dtype] = {}
-        self.first: dict[str, torch.dtype] = {}
-        self.calls = 0
+def _same_tensors(data, like: GradDict) -> GradDict | None:
+    """`data` if it is a {name: tensor} of `like`'s names and shapes (as a kernel should send), else None."""
+    if not (isinstance(data, dict) and data.keys() == like.keys()):
+        return None
+    if not all(isinstance(data[name], torch.Tensor) and data[name].shape == tensor.shape
+               for name, tensor in like.items()):
+        return None
+    return data
 
-    def _run(self, name: str, h: torch.Tensor) -> torch.Tensor:
-        out = getattr(self, name)(h)
-        self.first.setdefault(name, out.dtype)
-        self.ran[name] = out.dtype
-        return out
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.calls += 1
-        self.ran, self.first = {}, {}
-        h = self._run("act", x)         # a float32 input: ReLU returns float32
-        h = self._run("lin", h)         # under autocast: 16 bits
-        return self._run("act", h)      # the same ReLU again, now on a 16-bit input
+def _call_log(calls) -> spies.CallLog:
+    """The spies' record sent by a collector, as a CallLog; entries that are not calls are dropped."""
+    log = spies.CallLog()
+    for entry in calls if isinstance(calls, list) else []:
+        if (isinstance(entry, list) and len(entry) == 2 and entry[0] in spies.CALL_NAMES
+                and isinstance(entry[1], dict) and all(isinstance(key, str) for key in entry[1])):
+            log.calls.append(spies.Call(entry[0], len(log.calls), entry[1]))
+    return log
 
 
 def replay(model: ReusedLeafModel, x: torch.Tensor, dtype: torch.dtype) -> ReusedLeafModel:
@@ -204,13 +163,15 @@ def check_audit(report, expected: dict, model_label: str, first: dict | None = N
                              f"says {report[name]}")
 
 
-def check_audit_left_no_trace(model: nn.Module, params_before: GradDict) -> None:
-    """Assert that Exercise 2 removed its forward hooks (module and global) and kept the parameters."""
-    if any(module._forward_hooks for module in model.modules()):
+def check_audit_left_no_trace(trace: dict, params_before: GradDict) -> None:
+    """Assert that Exercise 2 removed its forward hooks (module and global) and kept the parameters,
+    from the collector's `audit_trace` of the student's model."""
+    if trace.get("module_hooks") is not False:
         raise AssertionError("remove your forward hooks before returning")
-    if torch.nn.modules.module._global_forward_hooks:
+    if trace.get("global_hooks") is not False:
         raise AssertionError("remove the global forward hook before returning")
-    if compare(param_snapshot(model), params_before).max_abs_error != 0:
+    parameters = _same_tensors(trace.get("parameters"), params_before)
+    if parameters is None or compare(parameters, params_before).max_abs_error != 0:
         raise AssertionError("the parameters changed")
 
 
@@ -282,8 +243,9 @@ def check_cast_fate(cast_fate: Callable, values: torch.Tensor, reference: Callab
     float16 and bfloat16, value by value (each value printed exactly, as float32 holds it). With
     `unseen`, one message counts the wrong fates of the hidden values and shows the first."""
     for dtype in (torch.float16, torch.bfloat16):
-        with running("cast_fate", CAST_FATE_ERRORS):
-            got = cast_fate(values, dtype)
+        outcome = remote.run_student(cast_fate, collect_cast_fate, values, dtype)
+        _raise_if_raised("cast_fate", outcome, CAST_FATE_ERRORS)
+        got = outcome["value"]
         want = reference(values, dtype)
         if not (isinstance(got, list) and len(got) == len(want)):
             shown = f"{len(got)} items" if unseen and isinstance(got, list) else repr(got)
@@ -301,45 +263,60 @@ def check_cast_fate(cast_fate: Callable, values: torch.Tensor, reference: Callab
 
 def check_autocast_audit(audit: Callable, model: nn.Module, x: torch.Tensor, dtype: torch.dtype,
                          label: str, reference: Callable | None = None) -> dict:
-    """Exercise 2: run audit(model, x, dtype) once and assert its report equals the reference: the
-    test's `reference(model, x, dtype)` replay, or for a ReusedLeafModel its own record (and one
-    forward call); then that no hook is left and the parameters are unchanged. Returns the report."""
+    """Exercise 2: run audit(model, x, dtype) once on a copy of `model` and assert its report equals
+    the reference: the test's `reference(model, x, dtype)` replay, or for a ReusedLeafModel a replay
+    of `model` itself (and the copy ran once); then that no hook is left on the copy and its
+    parameters are unchanged. Returns the report."""
     before = param_snapshot(model)
-    with running("autocast_audit", AUDIT_ERRORS):
-        report = audit(model, x, dtype)
-    report = dict(report) if isinstance(report, dict) else report   # before a replay runs any hook left
+    outcome = remote.run_student(audit, collect_autocast_audit, model, x, dtype)
+    _raise_if_raised("autocast_audit", outcome, AUDIT_ERRORS)
+    if "value" not in outcome:
+        raise AssertionError(f"autocast_audit should return a dict, got {outcome.get('returned')}")
+    report = outcome["value"]
     if isinstance(model, ReusedLeafModel):
-        calls = model.calls
         replay(model, x, dtype)
+        calls = outcome.get("calls")
         if calls != 1:
             raise AssertionError(f"autocast_audit ran the model {calls} times: run model(x) once")
         check_audit(report, model.ran, label, first=model.first)
     else:
         check_audit(report, reference(model, x, dtype), label)
-    check_audit_left_no_trace(model, before)
+    check_audit_left_no_trace(outcome.get("trace") or {}, before)
     return report
+
+
+def _run_amp_step(amp_train_step: Callable, model: nn.Module, init_scale: float, args: tuple,
+                  kwargs: dict) -> tuple[dict, spies.CallLog]:
+    """amp_train_step(model, optimizer, scaler, *args, **kwargs) by its collector, with an SGD of
+    AMP_STEP_LR and a CPU GradScaler built there from their specs: the outcome and the spies' log."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=AMP_STEP_LR)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
+    outcome = remote.run_student(amp_train_step, collect_amp_train_step, model, optimizer_spec(optimizer),
+                                 scaler_spec(scaler), args, kwargs)
+    _raise_if_raised("amp_train_step", outcome, AMP_STEP_ERRORS)
+    return outcome, _call_log(outcome.get("calls"))
 
 
 def check_amp_train_step(amp_train_step: Callable, seed: int, x: torch.Tensor, y: torch.Tensor,
                          max_norm: float, amp_dtype: torch.dtype, init_scale: float = 1024.0):
     """Exercise 3: one amp_train_step on a fresh MLP(6, 8, 3, seed) whose .grad holds 5.0 from an
-    earlier step, with a real CPU GradScaler; assert a float loss, the forward in amp_dtype, one
-    optimizer step, the GradScaler call pattern, and the gradient and loss of amp_reference_step.
-    Returns the call log."""
-    from helpers import models, spies
+    earlier step, with an SGD and a real CPU GradScaler; assert a float loss, the forward in
+    amp_dtype, one optimizer step, the GradScaler call pattern, and the gradient and loss of
+    amp_reference_step, both as the spies saw the step and as the parameters moved. Returns the
+    call log."""
+    from helpers import models
 
     model = models.MLP(6, 8, 3, seed=seed)
     reference = amp_reference_step(model, F.cross_entropy, x, y, max_norm, amp_dtype, init_scale)
+    before = param_snapshot(model)
     for param in model.parameters():
         param.grad = torch.full_like(param, 5.0)      # left over from an earlier step
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
-    with spies.record(model=model, optimizer=optimizer, scaler=scaler) as log, \
-            first_linear_dtypes(model) as dtypes, running("amp_train_step", AMP_STEP_ERRORS):
-        loss = amp_train_step(model, optimizer, scaler, F.cross_entropy, x, y, max_norm=max_norm,
-                              amp_dtype=amp_dtype)
-    if not isinstance(loss, float):
-        raise AssertionError(f"return the loss as a float (loss.item()), not {type(loss).__name__}")
+    outcome, log = _run_amp_step(amp_train_step, model, init_scale, (F.cross_entropy, x, y),
+                                 {"max_norm": max_norm, "amp_dtype": amp_dtype})
+    if "value" not in outcome:
+        raise AssertionError(f"return the loss as a float (loss.item()), not {outcome.get('returned')}")
+    loss = outcome["value"]
+    dtypes = outcome.get("dtypes") if isinstance(outcome.get("dtypes"), list) else []
     if not dtypes or set(dtypes) != {amp_dtype}:
         raise AssertionError(f"with amp_dtype={amp_dtype} the first Linear layer ran in "
                              f"{set(dtypes) or 'nothing'}: run the forward inside "
@@ -348,7 +325,17 @@ def check_amp_train_step(amp_train_step: Callable, seed: int, x: torch.Tensor, y
         raise AssertionError(f"the optimizer stepped {log.count('step')} times in one training step: "
                              "call only scaler.step(optimizer)")
     check_amp_calls(log, num_micro_batches=1, num_updates=1)
-    check_amp_step_gradient(log.of("step")[0].info["grads"], reference, max_norm, stale=5.0, scale=init_scale)
+    stepped_with = log.of("step")[0].info.get("grads")
+    check_amp_step_gradient(stepped_with if isinstance(stepped_with, dict) else {}, reference, max_norm,
+                            stale=5.0, scale=init_scale)
+    # The spies' record above came from the student's process; the parameters are the step's outcome.
+    after = _same_tensors(outcome.get("parameters"), before)
+    moved_by = None if after is None else {
+        name: ((before[name].double() - after[name].double()) / AMP_STEP_LR).float() for name in before}
+    if moved_by is None or compare(moved_by, reference.grads).relative_error >= AMP_STEP_RTOL:
+        raise AssertionError("the optimizer stepped with the right gradient, but the parameters after the "
+                             f"step are not those of one SGD step (lr={AMP_STEP_LR}) with it: change the "
+                             "parameters only through scaler.step(optimizer)")
     if abs(loss - reference.loss) > 1e-4 * max(1.0, abs(reference.loss)):
         raise AssertionError(f"returned {loss!r}, but the loss of the batch under autocast is "
                              f"{reference.loss!r}")
@@ -358,24 +345,25 @@ def check_amp_train_step(amp_train_step: Callable, seed: int, x: torch.Tensor, y
 def check_amp_step_skips_inf(amp_train_step: Callable, x: torch.Tensor, y: torch.Tensor) -> None:
     """Exercise 3: with an inf in the input, a float16 step must leave the parameters unchanged, never
     call optimizer.step(), and halve the scale from 1024 to 512 (scaler.step, then scaler.update)."""
-    from helpers import models, spies
+    from helpers import models
 
     model = models.MLP(6, 8, 3, seed=33)
     before = param_snapshot(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
     bad = x.clone()
     bad[0, 0] = float("inf")
-    with spies.record(model=model, optimizer=optimizer, scaler=scaler) as log, \
-            running("amp_train_step", AMP_STEP_ERRORS):
-        amp_train_step(model, optimizer, scaler, F.cross_entropy, bad, y, 1.0, torch.float16)
+    outcome, log = _run_amp_step(amp_train_step, model, 1024.0,
+                                 (F.cross_entropy, bad, y, 1.0, torch.float16), {})
     if log.count("step") != 0:
         raise AssertionError("the optimizer stepped although the gradients held inf: call "
                              "scaler.step(optimizer), never optimizer.step() directly, so that such "
                              "steps are skipped")
-    after = compare(param_snapshot(model), before)
-    if after.max_abs_error != 0:
-        raise AssertionError(f"after an inf gradient the parameters changed ({after})")
-    if scaler.get_scale() != 512.0:
+    after = _same_tensors(outcome.get("parameters"), before)
+    if after is None:
+        raise AssertionError("after an inf gradient the parameters did not come back from your function")
+    moved = compare(after, before)
+    if moved.max_abs_error != 0:
+        raise AssertionError(f"after an inf gradient the parameters changed ({moved})")
+    scale = outcome.get("scale")
+    if scale != 512.0:
         raise AssertionError(f"after an inf gradient the scale should halve from 1024 to 512, it is "
-                             f"{scaler.get_scale()}: call scaler.update() after scaler.step()")
+                             f"{scale}: call scaler.update() after scaler.step()")

@@ -1,8 +1,9 @@
-"""Unit tests of helpers.checks_precision: the checks of lesson 01 (mixed precision).
+"""Unit tests of helpers.checks_precision and helpers.collect_precision: the checks of lesson 01.
 
 The GradScaler call pattern (check_amp_calls) is tested with lesson 02's accumulation loops in
 tests/test_helpers_checks_accumulation.py; here its single-step use, the audit, cast_fate and
-AMP-step checks, and `running` with lesson 01's error tables.
+AMP-step checks, `running` with lesson 01's error tables, and the checks as the grader runs them:
+the student's function behind a channel (helpers.remote), answering what a kernel would send.
 """
 
 import pytest
@@ -10,9 +11,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers import checks_precision
+from helpers import checks_precision, remote, wire
 from helpers.capture import running
-from helpers.checks_precision import clip_grads, first_linear_dtypes
+from helpers.checks_precision import clip_grads
+from helpers.collect_precision import (
+    ReusedLeafModel,
+    audit_trace,
+    build_optimizer,
+    build_scaler,
+    first_linear_dtypes,
+    optimizer_spec,
+    scaler_spec,
+)
 from helpers.data import make_blobs
 from helpers.grads import compare, param_snapshot
 from helpers.models import MLP
@@ -205,15 +215,23 @@ def test_check_audit_names_the_clause(report, phrase):
 def test_check_audit_left_no_trace():
     model = nn.Sequential(nn.Linear(4, 4))
     before = param_snapshot(model)
-    checks_precision.check_audit_left_no_trace(model, before)
+    checks_precision.check_audit_left_no_trace(audit_trace(model), before)
     handle = model[0].register_forward_hook(lambda *args: None)
     with pytest.raises(AssertionError, match="remove your forward hooks"):
-        checks_precision.check_audit_left_no_trace(model, before)
+        checks_precision.check_audit_left_no_trace(audit_trace(model), before)
     handle.remove()
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda *args: None)
+    try:
+        with pytest.raises(AssertionError, match="remove the global forward hook"):
+            checks_precision.check_audit_left_no_trace(audit_trace(model), before)
+    finally:
+        handle.remove()
     with torch.no_grad():
         model[0].weight.add_(1.0)
     with pytest.raises(AssertionError, match="the parameters changed"):
-        checks_precision.check_audit_left_no_trace(model, before)
+        checks_precision.check_audit_left_no_trace(audit_trace(model), before)
+    with pytest.raises(AssertionError, match="the parameters changed"):   # a trace that is no trace
+        checks_precision.check_audit_left_no_trace({"module_hooks": False, "global_hooks": False}, before)
 
 
 def fates_reference(values, dtype):
@@ -299,3 +317,158 @@ def test_clip_grads_scales_to_max_norm_and_leaves_small_gradients():
     assert abs(float(norm) - 1.0) < 1e-5
     assert clipped["b"].shape == (1, 1)
     assert compare(clip_grads(grads, 100.0), grads).max_abs_error == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks as the grader runs them: inputs and results through helpers.wire, the student's
+# function behind a channel. An honest kernel runs the collector (remote.serve); a lying one sends
+# whatever it likes, and its spies' record alone never passes a check.
+# ---------------------------------------------------------------------------------------------
+
+def behind_a_channel(function, name="the_students_function"):
+    """The student's function as the grader sees it: a StudentFunction whose kernel runs the collector."""
+    def channel(collector, _function_name, tree, buffers):
+        return remote.serve(collector, function, tree, buffers)
+
+    return remote.StudentFunction(name, channel)
+
+
+def lying_kernel(answer):
+    """A StudentFunction whose kernel answers `answer(inputs)` (the decoded inputs) to every call."""
+    def channel(_collector, _function_name, tree, buffers):
+        return wire.encode(answer(wire.decode(tree, buffers, objects=True)))
+
+    return remote.StudentFunction("amp_train_step", channel)
+
+
+def correct_step(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype):
+    return amp_step(model, optimizer, scaler, x, y, max_norm, amp_dtype)
+
+
+def correct_audit(model, x, dtype):
+    report, handles = {}, []
+    for name, module in model.named_modules():
+        if not list(module.children()):
+            handles.append(module.register_forward_hook(
+                lambda _m, _i, out, name=name: report.__setitem__(name, out.dtype)))
+    with torch.no_grad(), torch.autocast(x.device.type, dtype=dtype):
+        model(x)
+    for handle in handles:
+        handle.remove()
+    return report
+
+
+def test_the_checks_pass_a_right_answer_behind_a_channel():
+    values = torch.tensor([1.0, 70000.0, 1e-8, 2.0 ** -24, 0.1])
+    checks_precision.check_cast_fate(behind_a_channel(fates_reference), values, fates_reference)
+    report = checks_precision.check_autocast_audit(behind_a_channel(correct_audit), ReusedLeafModel(8),
+                                                   torch.randn(3, 8), torch.bfloat16, "reused")
+    assert report == {"act": torch.bfloat16, "lin": torch.bfloat16}
+    x, y = make_blobs(32, 6, 3, seed=31)
+    log = checks_precision.check_amp_train_step(behind_a_channel(correct_step), 32, x, y, 0.05, torch.float16,
+                                                init_scale=256.0)
+    assert log.summary() == "zero_grad, scale, backward, unscale_, clip, scaler_step, step, update"
+    checks_precision.check_amp_step_skips_inf(behind_a_channel(correct_step), x, y)
+
+
+def test_a_reused_leaf_model_is_rebuilt_from_the_collectors_module():
+    """checks_precision is a stub in the grading kernel: the test cell's model must name a class the
+    kernel can import."""
+    tree, _ = wire.encode(checks_precision.ReusedLeafModel(8), objects=True)
+    assert tree["class"] == "helpers.collect_precision.ReusedLeafModel"
+
+
+def test_collect_precision_never_imports_the_references():
+    import subprocess
+    import sys
+
+    probe = ("import sys, helpers.collect_precision; "
+             "assert 'helpers.checks_precision' not in sys.modules, 'imports the references'")
+    subprocess.run([sys.executable, "-c", probe], check=True)
+
+
+def test_optimizer_and_scaler_specs_rebuild_them_fresh():
+    parameters = [nn.Parameter(torch.ones(2))]
+    for optimizer in (torch.optim.SGD(parameters, lr=0.5), torch.optim.SGD(parameters, lr=0.1, momentum=0.9),
+                      torch.optim.Adam(parameters, lr=1e-3, betas=(0.8, 0.99))):
+        spec = wire.decode(*wire.encode(optimizer_spec(optimizer)))
+        rebuilt = build_optimizer(spec, [nn.Parameter(torch.zeros(2))])
+        assert type(rebuilt) is type(optimizer) and rebuilt.defaults == optimizer.defaults
+    with pytest.raises(ValueError, match="not an optimizer"):
+        build_optimizer({"class": "Tensor", "defaults": {}}, parameters)
+    scaler = torch.amp.GradScaler("cpu", init_scale=256.0, growth_interval=7)
+    rebuilt = build_scaler(wire.decode(*wire.encode(scaler_spec(scaler))))
+    assert rebuilt.get_scale() == 256.0 and rebuilt._growth_interval == 7 and rebuilt._device == "cpu"
+
+
+def test_errors_the_course_does_not_name_are_said_as_the_students():
+    def broken(values, dtype):
+        raise KeyError("fate")
+
+    with pytest.raises(AssertionError, match="cast_fate stopped with KeyError: 'fate'"):
+        checks_precision.check_cast_fate(broken, torch.tensor([1.0]), fates_reference)
+
+    def ambiguous(values, dtype):
+        return ["exact" if values == values.to(dtype) else "rounded"]
+
+    with pytest.raises(AssertionError, match="decide the fate of one value at a time"):
+        checks_precision.check_cast_fate(ambiguous, torch.tensor([1.0, 2.0]), fates_reference)
+
+
+def test_an_audit_keyed_by_modules_is_shown_not_lost():
+    def by_module(model, x, dtype):
+        return {module: dtype for module in model.children()}
+
+    model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2))
+    with pytest.raises(AssertionError, match=r"the report names \['Linear"):
+        checks_precision.check_autocast_audit(by_module, model, torch.randn(3, 8), torch.bfloat16, "two",
+                                              lambda m, x, d: {"0": d, "1": d})
+
+
+def test_a_loss_returned_as_a_tensor_is_named():
+    def tensor_loss(*args, **kwargs):
+        correct_step(*args, **kwargs)
+        return torch.tensor(1.0)
+
+    x, y = make_blobs(32, 6, 3, seed=31)
+    with pytest.raises(AssertionError, match="return the loss as a float .loss.item..., not Tensor"):
+        checks_precision.check_amp_train_step(tensor_loss, 32, x, y, 0.05, torch.float16)
+
+
+def perfect_record(inputs, parameters, scale, loss=1.0):
+    """What a kernel that lies sends: the spies' record of a right step, with the parameters given."""
+    (model, _optimizer, _scaler, args, kwargs), _ = inputs
+    amp_dtype = kwargs.get("amp_dtype", args[-1] if args else torch.float16)
+    calls = [["zero_grad", {}], ["scale", {"scale": 1024.0}], ["backward", {}], ["unscale_", {}],
+             ["clip", {"norm_seen": 1.0}], ["scaler_step", {}], ["update", {}]]
+    return {"value": loss, "dtypes": [amp_dtype], "calls": calls, "scale": scale,
+            "parameters": parameters(model)}
+
+
+def test_a_kernels_record_alone_earns_nothing():
+    x, y = make_blobs(32, 6, 3, seed=31)
+    model = MLP(6, 8, 3, seed=32)
+    reference = checks_precision.amp_reference_step(model, F.cross_entropy, x, y, 0.05, torch.float16, 1024.0)
+
+    def claims_the_right_step(inputs):
+        answer = perfect_record(inputs, param_snapshot, 1024.0, reference.loss)
+        answer["calls"].insert(5, ["step", {"grads": reference.grads}])   # the right gradient, never used
+        return answer
+
+    with pytest.raises(AssertionError, match="parameters after the step are not those of one SGD step"):
+        checks_precision.check_amp_train_step(lying_kernel(claims_the_right_step), 32, x, y, 0.05,
+                                              torch.float16)
+
+    def claims_a_skipped_step(inputs):
+        def stepped(model):
+            return {name: p + 1.0 for name, p in param_snapshot(model).items()}
+        return perfect_record(inputs, stepped, 512.0)
+
+    with pytest.raises(AssertionError, match="after an inf gradient the parameters changed"):
+        checks_precision.check_amp_step_skips_inf(lying_kernel(claims_a_skipped_step), x, y)
+
+    def claims_nothing(inputs):
+        return {"value": 1.0, "calls": "everything right"}
+
+    with pytest.raises(AssertionError, match="first Linear layer ran in nothing"):
+        checks_precision.check_amp_train_step(lying_kernel(claims_nothing), 32, x, y, 0.05, torch.float16)

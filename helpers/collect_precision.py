@@ -1,0 +1,221 @@
+"""The student's side of the mixed-precision checks (lesson 01): call the function, report plain data.
+
+Each collector runs next to the student's code (the notebook's kernel), gets the inputs the check
+chose, calls the student's function inside `stderr_on_stdout()` and returns what came out and what
+the spies saw while it ran. It judges nothing: helpers.checks_precision does, in the grader's
+process at grading (see helpers.remote). An optimizer or a GradScaler cannot travel, so a check
+sends its spec (`optimizer_spec`, `scaler_spec`) and the collector builds it on the model it got.
+
+The tools the checks hand to a student's function live here too (ReusedLeafModel, a model a test
+cell builds and the kernel must rebuild), and what lesson 02's checks share with lesson 01's:
+those checks still run next to the student's code, where helpers.checks_precision is a stub at
+grading (GRADER_ONLY), so the GradScaler call pattern and torch's clipping, neither an
+exercise's answer, are importable from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from helpers import remote, spies
+from helpers.capture import stderr_on_stdout
+from helpers.grads import param_snapshot
+
+_PLAIN = (type(None), bool, int, float, str)
+GradDict = dict[str, torch.Tensor]
+
+
+@contextmanager
+def first_linear_dtypes(model: nn.Module) -> Iterator[list[torch.dtype]]:
+    """Yield a list that collects the output dtype of each call of the model's first nn.Linear,
+    which tells whether a forward pass ran under autocast."""
+    first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
+    if first is None:
+        raise ValueError("first_linear_dtypes needs a model with at least one nn.Linear layer")
+    seen: list[torch.dtype] = []
+    handle = first.register_forward_hook(lambda _module, _args, output: seen.append(output.dtype))
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
+class ReusedLeafModel(nn.Module):
+    """A model whose ReLU `act` runs twice, on a float32 input and then on a Linear's output, so
+    under autocast its two outputs differ in dtype; `unused` never runs. Each forward records, in
+    `ran`, every leaf that ran in the order it first ran with its LAST output's dtype (what
+    Exercise 2 asks for), in `first` each leaf's first output dtype, and counts itself in `calls`."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.act = nn.ReLU()
+        self.lin = nn.Linear(width, width)
+        self.unused = nn.Linear(width, width)
+        self.ran: dict[str, torch.dtype] = {}
+        self.first: dict[str, torch.dtype] = {}
+        self.calls = 0
+
+    def _run(self, name: str, h: torch.Tensor) -> torch.Tensor:
+        out = getattr(self, name)(h)
+        self.first.setdefault(name, out.dtype)
+        self.ran[name] = out.dtype
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        self.ran, self.first = {}, {}
+        h = self._run("act", x)         # a float32 input: ReLU returns float32
+        h = self._run("lin", h)         # under autocast: 16 bits
+        return self._run("act", h)      # the same ReLU again, now on a 16-bit input
+
+
+# ---------------------------------------------------------------- shared with lesson 02's checks
+
+def clip_grads(grads: GradDict, max_norm: float) -> GradDict:
+    """Scale every gradient by min(1, max_norm / total norm), as clip_grad_norm_ does (same shapes)."""
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads.values()]))
+    factor = min(1.0, max_norm / (float(norm) + 1e-6))
+    return {name: g * factor for name, g in grads.items()}
+
+
+def check_amp_calls(log, num_micro_batches: int, num_updates: int) -> None:
+    """Assert the GradScaler call pattern: scale every backward's loss, then unscale_, clip, step
+    and update once per optimizer update, in that order."""
+    scaled = log.count("scale")
+    if scaled != num_micro_batches:
+        raise AssertionError(f"scaler.scale(loss) ran {scaled} times for {num_micro_batches} "
+                             "backward passes: every backward must go through scaler.scale(loss), or "
+                             "the gradients are not scaled and scaler.step divides them by the scale anyway")
+    clips = log.count("clip")
+    if clips == num_micro_batches and num_micro_batches != num_updates:
+        raise AssertionError(f"clip_grad_norm_ ran after every micro-batch ({clips} times): clip once per "
+                             "cycle, after the last backward, so it sees the complete gradient")
+    once_per_update = (("unscale_", "scaler.unscale_(optimizer)"),
+                       ("scaler_step", "scaler.step(optimizer)"),
+                       ("update", "scaler.update()"))
+    for name, meaning in once_per_update:
+        count = log.count(name)
+        if count != num_updates:
+            raise AssertionError(f"{meaning} ran {count} times for {num_updates} optimizer updates: "
+                                 "call it exactly once per update")
+    order = [c.name for c in log.calls if c.name in ("unscale_", "clip", "scaler_step", "update")]
+    expected = ["unscale_", "clip", "scaler_step", "update"]
+    if not clips:
+        expected.remove("clip")
+    if order == expected * num_updates:
+        return
+    position = {name: order.index(name) for name in set(order)}
+    if clips and position["clip"] < position["unscale_"]:
+        first_clip = log.of("clip")[0]
+        scale = log.of("scale")[0].info.get("scale") if log.count("scale") else None
+        raise AssertionError(
+            "the gradients were clipped before unscale_: clipping saw gradients multiplied by the scale "
+            f"{scale:g} (norm {first_clip.info['norm_seen']:.3g}), so max_norm cut them to almost nothing. "
+            "Call scaler.unscale_(optimizer) before clip_grad_norm_")
+    if position["update"] < position["scaler_step"]:
+        raise AssertionError("scaler.update() ran before scaler.step(optimizer): step first, then update "
+                             "the scale for the next iteration")
+    raise AssertionError(f"the calls ran in the order {', '.join(order[:8])}; each update should run "
+                         "unscale_, clip_grad_norm_, scaler.step, scaler.update, in that order")
+
+
+# ---------------------------------------------------------------- optimizers and scalers, as specs
+
+def optimizer_spec(optimizer: torch.optim.Optimizer) -> dict:
+    """What rebuilds `optimizer` on other parameters: its torch.optim class and plain hyper-parameters."""
+    defaults = {name: value for name, value in optimizer.defaults.items()
+                if isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(
+                    isinstance(item, _PLAIN) for item in value))}
+    return {"class": type(optimizer).__name__, "defaults": defaults}
+
+
+def build_optimizer(spec: dict, parameters: Iterable[torch.Tensor]) -> torch.optim.Optimizer:
+    """The optimizer `optimizer_spec` describes, on `parameters`."""
+    cls = getattr(torch.optim, spec["class"], None)
+    if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
+        raise ValueError(f"{spec['class']!r} is not an optimizer of torch.optim")
+    return cls(list(parameters), **spec["defaults"])
+
+
+def scaler_spec(scaler: torch.amp.GradScaler) -> dict:
+    """What rebuilds `scaler` fresh: its device and the settings it was made with."""
+    return {"device": scaler._device, "init_scale": float(scaler._init_scale),
+            "growth_factor": float(scaler._growth_factor), "backoff_factor": float(scaler._backoff_factor),
+            "growth_interval": int(scaler._growth_interval), "enabled": bool(scaler._enabled)}
+
+
+def build_scaler(spec: dict) -> torch.amp.GradScaler:
+    """The GradScaler `scaler_spec` describes, as it was before its first step."""
+    settings = dict(spec)
+    return torch.amp.GradScaler(settings.pop("device"), **settings)
+
+
+def plain_calls(log: spies.CallLog) -> list[list]:
+    """A spies.CallLog as plain data: [name, info] per call, in order."""
+    return [[call.name, dict(call.info)] for call in log.calls]
+
+
+# ---------------------------------------------------------------- the collectors
+
+@remote.collector
+def collect_cast_fate(cast_fate, values: torch.Tensor, dtype: torch.dtype) -> dict:
+    """cast_fate(values, dtype)."""
+    with stderr_on_stdout():
+        return remote.called(cast_fate, values, dtype)
+
+
+def _plain_key_or_value(item):
+    return item if isinstance(item, (*_PLAIN, torch.dtype)) else repr(item)[:80]
+
+
+def audit_trace(model: nn.Module) -> dict:
+    """What an audit may leave behind: forward hooks on the model's modules or global ones, and the
+    parameters as they are now."""
+    return {"module_hooks": any(bool(module._forward_hooks) for module in model.modules()),
+            "global_hooks": bool(torch.nn.modules.module._global_forward_hooks),
+            "parameters": param_snapshot(model)}
+
+
+@remote.collector
+def collect_autocast_audit(audit, model: nn.Module, x: torch.Tensor, dtype: torch.dtype) -> dict:
+    """audit(model, x, dtype): the report as it was returned (keys and values the check cannot read
+    shown as their repr), how often a ReusedLeafModel ran, and what the audit left behind."""
+    calls_before = model.calls if isinstance(model, ReusedLeafModel) else None
+    with stderr_on_stdout():
+        outcome = remote.called(audit, model, x, dtype)
+    # Read at once: a hook the audit left behind must not run into the report or the count.
+    if "value" in outcome:
+        report = outcome.pop("value")
+        if isinstance(report, dict):
+            outcome["value"] = {_plain_key_or_value(k): _plain_key_or_value(v) for k, v in report.items()}
+        else:
+            outcome["returned"] = type(report).__name__
+    if calls_before is not None:
+        outcome["calls"] = model.calls - calls_before
+    outcome["trace"] = audit_trace(model)
+    return outcome
+
+
+@remote.collector
+def collect_amp_train_step(step, model: nn.Module, optimizer: dict, scaler: dict, args: tuple,
+                           kwargs: dict) -> dict:
+    """step(model, optimizer, scaler, *args, **kwargs) with the optimizer and the GradScaler built
+    from their specs: the loss it returned (if a float), what the spies recorded, the dtypes the
+    first Linear produced, and the parameters and the scale afterwards."""
+    built_optimizer = build_optimizer(optimizer, model.parameters())
+    built_scaler = build_scaler(scaler)
+    with spies.record(model=model, optimizer=built_optimizer, scaler=built_scaler) as log, \
+            first_linear_dtypes(model) as dtypes, stderr_on_stdout():
+        outcome = remote.called(step, model, built_optimizer, built_scaler, *args, **kwargs)
+    if "value" in outcome:
+        loss = outcome.pop("value")
+        if isinstance(loss, float):
+            outcome["value"] = float(loss)
+        else:
+            outcome["returned"] = type(loss).__name__
+    return {**outcome, "calls": plain_calls(log), "dtypes": list(dtypes),
+            "parameters": param_snapshot(model), "scale": float(built_scaler.get_scale())}
