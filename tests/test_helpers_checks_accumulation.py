@@ -1047,3 +1047,30 @@ def test_amp_accumulation_checks_float16_needs_autocast():
         checks.check_float16(44, equal_batches()[:4], 2, max_norm=0.05, init_scale=256.0)
     with pytest.raises(AssertionError, match=r"produced \{torch.float32\}: use amp_dtype$"):
         checks.check_float16(44, equal_batches()[:4], 2, max_norm=0.05, init_scale=256.0, unseen=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel half (helpers.collect_accumulation) and what the judge reads back from it
+# ---------------------------------------------------------------------------------------------
+
+def test_the_collectors_import_no_checks_module():
+    """At grading the checks_* modules are stubs in the kernel: the collectors must not need them."""
+    import subprocess
+    import sys
+
+    code = ("import sys, helpers.collect_accumulation\n"
+            "print(sorted(name for name in sys.modules if name.startswith('helpers.checks_')))")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == "[]"
+
+
+def test_a_forged_log_can_only_lose_calls_and_unreadable_tensors_fail_the_check():
+    log = checks_accumulation.call_log({"calls": [
+        {"name": "backward", "info": {}}, {"name": "pass_the_test", "info": {}}, "step", {"name": "step"},
+        {"name": "step", "info": {"grads": {}}}]})
+    assert log.names() == ["backward", "step"]
+    like = {"w": torch.zeros(2, 3)}
+    assert checks_accumulation.returned_tensors({"params": {"w": None}}, "params", like, "x") == {"w": None}
+    for forged in ({"w": torch.zeros(3)}, {"v": torch.zeros(2, 3)}, [torch.zeros(2, 3)], {"w": 0.0}):
+        with pytest.raises(AssertionError, match="could not read the final parameters back"):
+            checks_accumulation.returned_tensors({"params": forged}, "params", like, "the final parameters")
