@@ -1,11 +1,20 @@
 """Reference runs and diagnoses for the gradient-accumulation exercises (lesson 02).
 
-Each check compares a student's run (recorded by helpers.spies) with a reference computed
-on a copy of the model from whole, concatenated batches: the thing accumulation must reproduce.
-When they differ, the check recomputes the gradients that each classic mistake would have
-produced and names the mistake that matches. The student's code runs inside `student_code`
-(`helpers.capture.running` with GradScaler's errors named); the GradScaler call pattern and the
-autocast dtype are lesson 01's checks (`helpers.checks_precision`).
+Each check chooses the inputs, has the student's loop run on them by its collector in
+helpers.collect_accumulation (through helpers.remote: in the same process in the student's
+notebook, in the sandboxed kernel at grading) and judges what came back here: the returned
+losses, the final parameters and the gradient each optimizer.step saw, against a reference
+computed on a copy of the model from whole, concatenated batches (the thing accumulation must
+reproduce). When they differ, the check recomputes the gradients that each classic mistake would
+have produced and names the mistake that matches. What the spies counted in the student's
+process (backward passes, steps, the GradScaler's calls) is evidence from that process: it can
+fail a check, and explains a failure, but a pass always needs the right parameters and losses.
+An error of the student's code comes back as data and is named in the course's words
+(`student_error`). The GradScaler call pattern is lesson 01's check (`helpers.checks_precision`).
+
+At grading this module is replaced by a stub inside the sandbox (GRADER_ONLY below): its
+references are the exercises' answers, and the student's kernel never needs them. The lesson's
+own cells compare token gradients with `helpers.grads.token_references`, which stays importable.
 """
 
 from __future__ import annotations
@@ -20,10 +29,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers import models, spies
-from helpers.capture import running
-from helpers.collect_precision import check_amp_calls, clip_grads, first_linear_dtypes
+from helpers import models, remote, spies
+from helpers.collect_accumulation import collect_amp_training, collect_token_accumulation, collect_training
+from helpers.collect_precision import check_amp_calls, clip_grads
 from helpers.grads import clone_model, compare, fill_grads, grad_snapshot, param_snapshot
+
+# The test cells call checks_accumulation.token_references; the lesson's own cells need it too, so
+# it lives in helpers.grads, which the kernel keeps at grading.
+from helpers.grads import token_references as token_references
+
+GRADER_ONLY = True
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 GradDict = dict[str, torch.Tensor]
@@ -271,32 +286,6 @@ def check_returned_losses(returned, expected: Sequence[float], rtol: float = 1e-
             "loss (the sum of its scaled micro-batch losses)")
 
 
-def token_references(model: nn.Module, micro_batches: Sequence[Batch], ignore_index: int = -100):
-    """(full, naive, loss) for next-token micro-batches of logits-producing `model`.
-
-    full: gradients of the mean cross-entropy over every real token of all micro-batches, from
-    one forward over all sequences right-padded to a common length (the model is causal, so the
-    padding changes nothing). naive: gradients of the mean of per-micro-batch means, the
-    October 2024 bug. loss: the full-batch mean loss. The model itself is not touched.
-    """
-    if not micro_batches:
-        raise ValueError("token_references needs at least one micro-batch")
-    twin = clone_model(model)
-    length = max(inputs.shape[1] for inputs, _ in micro_batches)
-    pad = [(F.pad(i, (0, length - i.shape[1])), F.pad(t, (0, length - t.shape[1]), value=ignore_index))
-           for i, t in micro_batches]
-    inputs, targets = _concat(pad)
-    loss = F.cross_entropy(twin(inputs).flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
-    loss.backward()
-    full = grad_snapshot(twin)
-    twin.zero_grad(set_to_none=True)
-    for i, t in micro_batches:
-        mean = F.cross_entropy(twin(i).flatten(0, 1), t.flatten(), ignore_index=ignore_index)
-        (mean / len(micro_batches)).backward()
-    naive = grad_snapshot(twin)
-    return full, naive, loss.item()
-
-
 def check_token_gradients(candidate: GradDict, full: GradDict, naive: GradDict,
                           before: GradDict | None = None) -> None:
     """Assert that `candidate` equals the full-batch token-mean gradient; name the naive bug if it matches.
@@ -361,37 +350,36 @@ TORCH_ERRORS = (
 )
 
 
-@contextmanager
-def student_code(function: str, *, num_micro_batches: int | None = None,
-                 accum_steps: int | None = None, ignore_index: int | None = None) -> Iterator[None]:
-    """`helpers.capture.running` for lesson 02: GradScaler's errors are named by TORCH_ERRORS. With
-    `num_micro_batches` and `accum_steps` (none of the micro-batches empty), a ZeroDivisionError is
-    named as an empty cycle; with `ignore_index`, cross_entropy's "Target <ignore_index> is out of
-    bounds" as an ignore_index not passed on. Any other error propagates unchanged.
-    """
+def student_error(function: str, error: remote.Raised, *, num_micro_batches: int | None = None,
+                  accum_steps: int | None = None, ignore_index: int | None = None) -> AssertionError:
+    """The AssertionError a test raises when the student's `function` raised `error`: GradScaler's
+    errors named by TORCH_ERRORS; with `num_micro_batches` and `accum_steps` (none of the
+    micro-batches empty), a ZeroDivisionError named as an empty cycle; with `ignore_index`,
+    cross_entropy's "Target <ignore_index> is out of bounds" as an ignore_index not passed on.
+    Any other error is quoted as it was raised."""
     known = list(TORCH_ERRORS)
     if ignore_index is not None:
         known.append((f"Target {ignore_index} is out of bounds",
                       f"The padding targets hold ignore_index={ignore_index}, and cross_entropy took them "
                       "for a class: pass ignore_index=ignore_index on to F.cross_entropy (and count the "
                       "real tokens with it)"))
-    with running(function, known):
-        try:
-            yield
-        except ZeroDivisionError as error:
-            if num_micro_batches is None or accum_steps is None:
-                raise
-            cycles = math.ceil(num_micro_batches / accum_steps)
-            raise AssertionError(
-                f"{function} stopped with ZeroDivisionError: {error}. The test passed {num_micro_batches} "
-                f"micro-batches, none of them empty, with accum_steps={accum_steps}: that makes {cycles} "
-                f"cycles (ceil({num_micro_batches} / {accum_steps})), and a count of zero means your loop "
-                "made one more, empty cycle") from None
+    for pattern, advice in known:
+        if pattern in error.message:
+            return AssertionError(f"{function} stopped with {error} {advice}")
+    if error.type == "ZeroDivisionError" and num_micro_batches is not None and accum_steps is not None:
+        cycles = math.ceil(num_micro_batches / accum_steps)
+        return AssertionError(
+            f"{function} stopped with {error}. The test passed {num_micro_batches} "
+            f"micro-batches, none of them empty, with accum_steps={accum_steps}: that makes {cycles} "
+            f"cycles (ceil({num_micro_batches} / {accum_steps})), and a count of zero means your loop "
+            "made one more, empty cycle")
+    return AssertionError(f"{function} stopped with {error}")
 
 
 # ---------------------------------------------------------------------------------------------
-# The exercises' runs: the test cell chooses the data and computes the reference; these run the
-# student's function on it (old gradients in .grad, the spies recording) and assert.
+# The exercises' runs: the test cell chooses the data and computes the reference; these have the
+# student's function run on it by a collector (old gradients in .grad, the spies recording) and
+# judge what comes back.
 
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
 NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight")
@@ -409,6 +397,36 @@ def prefixed(where: str | None) -> Iterator[None]:
         raise AssertionError(f"{where}: {problem}") from None
 
 
+def call_log(outcome: dict) -> spies.CallLog:
+    """The CallLog a collector recorded, rebuilt from its plain data. An entry that is not a call the
+    spies make is dropped: a log forged in the student's process can only lose calls, never pass."""
+    log = spies.CallLog()
+    calls = outcome.get("calls") if isinstance(outcome, dict) else None
+    for call in calls if isinstance(calls, list) else []:
+        if (isinstance(call, dict) and call.get("name") in spies.CALL_NAMES
+                and isinstance(call.get("info"), dict)):
+            log.calls.append(spies.Call(call["name"], len(log.calls), call["info"]))
+    return log
+
+
+def returned_tensors(outcome: dict, key: str, like: GradDict, what: str) -> GradDict:
+    """outcome[key], a {name: tensor or None} dict with the names of `like` and its tensors' shapes
+    (None, a parameter without .grad, is for the check to name); else the check fails: only a kernel
+    that forges its answer sends anything else."""
+    tensors = outcome.get(key)
+    if not (isinstance(tensors, dict) and set(tensors) == set(like) and all(
+            tensors[name] is None or isinstance(tensors[name], torch.Tensor) and tensors[name].shape == shape
+            for name, shape in ((name, like[name].shape) for name in like))):
+        raise AssertionError(f"the check could not read {what} back from your function's run")
+    return tensors
+
+
+def _step_grads_readable(log: spies.CallLog, like: GradDict) -> None:
+    """Each step's gradients, as the spies saw them, replaced by a readable dict (or the check fails)."""
+    for number, call in enumerate(log.of("step"), 1):
+        call.info["grads"] = returned_tensors(call.info, "grads", like, f"the gradients of update {number}")
+
+
 def _cycles(micro_batches: Sequence[Batch], accum_steps: int) -> list[Sequence[Batch]]:
     """Consecutive runs of accum_steps micro-batches (the test's data: a multiple of accum_steps)."""
     return [micro_batches[i:i + accum_steps] for i in range(0, len(micro_batches), accum_steps)]
@@ -417,32 +435,40 @@ def _cycles(micro_batches: Sequence[Batch], accum_steps: int) -> list[Sequence[B
 def check_training(train: Callable, name: str, model: nn.Module, micro_batches: Sequence[Batch],
                    accum_steps: int, reference: Reference, *, lr: float, old_seed: int,
                    old_scale: float = 1.0, where: str | None = None, name_empty_cycle: bool = False):
-    """Exercises 1 and 2: put old gradients in `model`'s .grad (fill_grads(old_scale, old_seed)),
-    run train(model, SGD(lr), F.cross_entropy, micro_batches, accum_steps) under the spies, and
-    assert with check_updates that it made `reference`'s updates: backward and step counts, each
-    update's gradient (no old gradient leaking in), the final parameters, the returned losses.
+    """Exercises 1 and 2: on a copy of `model` whose .grad holds old gradients (fill_grads(old_scale,
+    old_seed)), run train(model, SGD(lr), F.cross_entropy, micro_batches, accum_steps) under the
+    spies (collect_training), and assert with check_updates that it made `reference`'s updates:
+    backward and step counts, each update's gradient (no old gradient leaking in), the final
+    parameters, the returned losses. The test's `model` is not touched.
 
     `reference`: the test's reference_run of the same model, cycles and lr. `name` is the function
     named in torch's errors; `where` starts a failed check's message; `name_empty_cycle` names a
     ZeroDivisionError as one cycle too many. Returns the call log.
     """
+    model = clone_model(model)
     old = fill_grads(model, scale=old_scale, seed=old_seed)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    sizes = {"num_micro_batches": len(micro_batches), "accum_steps": accum_steps} if name_empty_cycle else {}
-    with spies.record(model=model, optimizer=optimizer) as log, student_code(name, **sizes):
-        losses = train(model, optimizer, F.cross_entropy, micro_batches, accum_steps)
+    outcome = remote.run_student(train, collect_training, model, {"kind": "SGD", "lr": lr}, F.cross_entropy,
+                                 list(micro_batches), accum_steps)
+    error = remote.raised_of(outcome)
+    if error is not None:
+        sizes = {"num_micro_batches": len(micro_batches), "accum_steps": accum_steps}
+        raise student_error(name, error, **(sizes if name_empty_cycle else {}))
+    log = call_log(outcome)
+    final_params = returned_tensors(outcome, "params", param_snapshot(model), "the final parameters")
+    _step_grads_readable(log, old)
     with prefixed(where):
-        check_updates(log, reference, losses, final_params=param_snapshot(model), stale_grads=old)
+        check_updates(log, reference, outcome["value"], final_params=final_params, stale_grads=old)
     return log
 
 
 def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batches: Sequence[Batch],
                              ignore_index: int, references: tuple[GradDict, GradDict, float], *,
                              old_seed: int, where: str | None = None, unseen: bool = False):
-    """Exercise 3: put the caller's gradients in .grad (noise of std 0.1, `old_seed`), run
-    accumulate(model, micro_batches, ignore_index=ignore_index) under the spies, and assert one
-    backward per micro-batch, that .grad grew by the full-batch token-mean gradient
-    (check_token_gradients) and that it returned the mean loss as a float (relative 1e-4).
+    """Exercise 3: on a copy of `model` whose .grad holds the caller's gradients (noise of std 0.1,
+    `old_seed`), run accumulate(model, micro_batches, ignore_index=ignore_index) under the spies
+    (collect_token_accumulation), and assert one backward per micro-batch, that .grad grew by the
+    full-batch token-mean gradient (check_token_gradients) and that it returned the mean loss as
+    a float (relative 1e-4). The test's `model` is not touched.
 
     `references`: the test's token_references(model, micro_batches, ignore_index) before the run.
     `where` (default: the ignore_index and the sequences per micro-batch) starts the messages;
@@ -452,17 +478,21 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
     if where is None:
         where = (f"with ignore_index={ignore_index} and {[len(i) for i, _ in micro_batches]} sequences per "
                  "micro-batch")
+    model = clone_model(model)
     old = fill_grads(model, scale=0.1, seed=old_seed)
-    with spies.record(model=model) as log, \
-            student_code("accumulate_token_gradients", ignore_index=ignore_index):
-        returned = accumulate(model, micro_batches, ignore_index=ignore_index)
+    outcome = remote.run_student(accumulate, collect_token_accumulation, model, list(micro_batches),
+                                 ignore_index)
+    error = remote.raised_of(outcome)
+    if error is not None:
+        raise student_error("accumulate_token_gradients", error, ignore_index=ignore_index)
+    log, returned = call_log(outcome), outcome["value"]
     backwards = log.count("backward")
     if backwards != len(micro_batches):
         raise AssertionError(f"{where}: run one backward per micro-batch" if unseen else (
             f"{where}: backward ran {backwards} times for {len(micro_batches)} micro-batches: "
             "run one forward and one backward per micro-batch (that is what keeps memory low)"))
     with prefixed(where):
-        check_token_gradients(grad_snapshot(model), full, naive, before=old)
+        check_token_gradients(returned_tensors(outcome, "grads", old, ".grad"), full, naive, before=old)
     if unseen:
         if not (isinstance(returned, float) and math.isclose(returned, loss, rel_tol=1e-4)):
             raise AssertionError(f"{where}: returned loss {returned!r}, but the mean loss over the real "
@@ -479,15 +509,16 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
 
 @dataclass
 class AmpRun:
-    """What one run of Exercise 4's loop left: the model, the old gradients its .grad held before,
-    the call log, the returned losses, the dtypes the first Linear layer produced, the GradScaler."""
+    """What one run of Exercise 4's loop left: the final parameters, the old gradients .grad held
+    before, the call log, the returned losses, the dtypes the first Linear layer produced and the
+    GradScaler's scale at the end."""
 
-    model: nn.Module
+    params: GradDict
     old: GradDict
     log: spies.CallLog
     losses: object
     dtypes: set[torch.dtype]
-    scaler: torch.amp.GradScaler
+    scale: float
 
 
 @dataclass
@@ -503,16 +534,23 @@ class AmpAccumulationChecks:
 
     def run(self, seed: int, micro_batches: Sequence[Batch], accum_steps: int, max_norm: float,
             amp_dtype: torch.dtype | None = None, init_scale: float = 1024.0) -> AmpRun:
-        """The student's loop on a fresh MLP(seed) whose .grad holds old gradients (seed `seed`)."""
+        """The student's loop on a fresh MLP(seed) whose .grad holds old gradients (seed `seed`), with
+        SGD(lr) and GradScaler("cpu", init_scale) built next to it (collect_amp_training)."""
         model = models.MLP(6, 8, 3, seed=seed)
         old = fill_grads(model, seed=seed)
-        optimizer = torch.optim.SGD(model.parameters(), lr=self.lr)
-        scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
-        with spies.record(model=model, optimizer=optimizer, scaler=scaler) as log, \
-                first_linear_dtypes(model) as dtypes, student_code("train_accumulated_amp"):
-            losses = self.train(model, optimizer, scaler, F.cross_entropy, micro_batches,
-                                accum_steps=accum_steps, max_norm=max_norm, amp_dtype=amp_dtype)
-        return AmpRun(model, old, log, losses, set(dtypes), scaler)
+        outcome = remote.run_student(self.train, collect_amp_training, model, {"kind": "SGD", "lr": self.lr},
+                                     {"device": "cpu", "init_scale": init_scale}, F.cross_entropy,
+                                     list(micro_batches), accum_steps, max_norm, amp_dtype)
+        error = remote.raised_of(outcome)
+        if error is not None:
+            raise student_error("train_accumulated_amp", error)
+        log = call_log(outcome)
+        _step_grads_readable(log, old)
+        params = returned_tensors(outcome, "params", param_snapshot(model), "the final parameters")
+        dtypes, scale = outcome.get("dtypes"), outcome.get("scale")
+        dtypes = {d for d in dtypes if isinstance(d, torch.dtype)} if isinstance(dtypes, list) else set()
+        scale = scale if isinstance(scale, float) else math.nan
+        return AmpRun(params, old, log, outcome["value"], dtypes, scale)
 
     def _reference(self, seed: int, cycles: Sequence[Sequence[Batch]], max_norm: float | None) -> Reference:
         return self.reference(models.MLP(6, 8, 3, seed=seed), cycles, max_norm)
@@ -532,7 +570,7 @@ class AmpAccumulationChecks:
         with prefixed(where):
             check_amp_calls(run.log, num_micro_batches=len(micro_batches), num_updates=len(cycles))
             check_updates(run.log, self._reference(seed, cycles, max_norm if clip else None), run.losses,
-                          final_params=param_snapshot(run.model), stale_grads=run.old)
+                          final_params=run.params, stale_grads=run.old)
         return run
 
     def check_skips_inf(self, seed: int, micro_batches: Sequence[Batch], accum_steps: int, max_norm: float, *,
@@ -554,18 +592,18 @@ class AmpAccumulationChecks:
                 "let scaler.step(optimizer) skip the cycle whose gradients hold inf" if unseen else
                 f"the optimizer really stepped {steps} times, but the {ORDINALS[skipped]} cycle's gradients "
                 "hold inf: let scaler.step(optimizer) decide, it skips such steps")
-        after = compare(param_snapshot(run.model), self._reference(seed, kept, max_norm).final_params)
+        after = compare(run.params, self._reference(seed, kept, max_norm).final_params)
         if not after.close(rtol=1e-4, atol=1e-6):
             raise AssertionError(
                 f"with an inf in the {ORDINALS[skipped]} cycle the parameters are not those of the "
                 f"{NUMBERS[len(kept)]} later updates ({after})" if unseen else
                 f"after a skipped cycle the parameters are not those of the first update ({after}): "
                 "only scaler.step may update them")
-        if run.scaler.get_scale() != 512.0:
+        if run.scale != 512.0:
             raise AssertionError(
                 (f"after one inf in {NUMBERS[len(cycles)]} cycles the scale should be 512" if unseen else
                  "after one inf the scale should halve from 1024 to 512") +
-                f", it is {run.scaler.get_scale():g}: call scaler.update() once per cycle, after scaler.step")
+                f", it is {run.scale:g}: call scaler.update() once per cycle, after scaler.step")
         return run
 
     def check_float16(self, seed: int, micro_batches: Sequence[Batch], accum_steps: int, max_norm: float, *,
@@ -581,7 +619,7 @@ class AmpAccumulationChecks:
             raise AssertionError(
                 f"with amp_dtype=torch.float16 the first Linear layer produced {run.dtypes}: {advice}")
         float32 = self._reference(seed, _cycles(micro_batches, accum_steps), max_norm)
-        after = compare(param_snapshot(run.model), float32.final_params)
+        after = compare(run.params, float32.final_params)
         if not after.relative_error < 1e-2:
             where = f"in float16 with accum_steps={accum_steps}" if unseen else "in float16"
             raise AssertionError(f"{where} the parameters ended far from the float32 reference ({after})")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -191,3 +192,31 @@ def fill_grads(model: nn.Module, scale: float = 1.0, seed: int = 0) -> dict[str,
         noise = torch.randn(parameter.shape, generator=generator, dtype=torch.float32) * scale
         parameter.grad = noise.to(device=parameter.device, dtype=parameter.dtype)
     return grad_snapshot(model)
+
+
+def token_references(model: nn.Module, micro_batches, ignore_index: int = -100):
+    """(full, naive, loss) for next-token micro-batches [(inputs, targets), ...] of a logits-producing
+    `model` (a causal one: right-padding a sequence changes none of its logits).
+
+    full: gradients of the mean cross-entropy over every real token of all micro-batches, from
+    one forward over all sequences right-padded to a common length. naive: gradients of the mean
+    of per-micro-batch means, the October 2024 bug. loss: the full-batch mean loss. The model
+    itself is not touched. Lesson 02 shows the two side by side, and its Exercise 3 checks against
+    them; it lives here, not with the GRADER_ONLY checks, because the lesson's own cells use it.
+    """
+    if not micro_batches:
+        raise ValueError("token_references needs at least one micro-batch")
+    twin = clone_model(model)
+    length = max(inputs.shape[1] for inputs, _ in micro_batches)
+    padded = [(F.pad(i, (0, length - i.shape[1])), F.pad(t, (0, length - t.shape[1]), value=ignore_index))
+              for i, t in micro_batches]
+    inputs, targets = torch.cat([i for i, _ in padded]), torch.cat([t for _, t in padded])
+    loss = F.cross_entropy(twin(inputs).flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
+    loss.backward()
+    full = grad_snapshot(twin)
+    twin.zero_grad(set_to_none=True)
+    for i, t in micro_batches:
+        mean = F.cross_entropy(twin(i).flatten(0, 1), t.flatten(), ignore_index=ignore_index)
+        (mean / len(micro_batches)).backward()
+    naive = grad_snapshot(twin)
+    return full, naive, loss.item()

@@ -81,7 +81,8 @@ class _Encoder:
         plain = value.detach().cpu().contiguous()
         if plain.dtype not in _DTYPES.values():
             plain = plain.float()
-        self.buffers.append(plain.view(torch.uint8).numpy().tobytes() if plain.numel() else b"")
+        # A 0-dim tensor (a loss returned unreduced to a float) cannot be viewed as bytes until flattened.
+        self.buffers.append(plain.reshape(-1).view(torch.uint8).numpy().tobytes() if plain.numel() else b"")
         node = {"t": "tensor", "buffer": len(self.buffers) - 1, "shape": list(plain.shape),
                 "dtype": str(plain.dtype).removeprefix("torch."), "requires_grad": bool(value.requires_grad)}
         if self.objects and isinstance(value, nn.Parameter):

@@ -15,7 +15,7 @@ from helpers.checks_accumulation import (
     check_token_gradients,
     check_updates,
     reference_run,
-    student_code,
+    student_error,
     token_references,
 )
 from helpers.checks_precision import check_amp_calls
@@ -30,6 +30,7 @@ from helpers.grads import (
     param_snapshot,
 )
 from helpers.models import MLP, TinyLM
+from helpers.remote import Raised, called, raised_of
 from helpers.spies import record
 
 LR = 0.5
@@ -783,7 +784,7 @@ def test_check_token_gradients_names_a_wrong_divisor():
 
 
 # ---------------------------------------------------------------------------------------------
-# student_code: stderr on stdout, and torch's errors named in the course's words
+# student_error: torch's errors named in the course's words
 # ---------------------------------------------------------------------------------------------
 
 def amp_update_every_micro_batch(model, optimizer, scaler, batches, accum_steps, max_norm):
@@ -812,60 +813,36 @@ def amp_unscale_every_micro_batch(model, optimizer, scaler, batches, accum_steps
     (amp_update_every_micro_batch, "update the scale once per optimizer step, right after scaler.step"),
     (amp_unscale_every_micro_batch, "scaler.unscale_(optimizer) ran twice in one cycle"),
 ])
-def test_student_code_names_gradscaler_errors(loop, phrase):
-    with pytest.raises(AssertionError) as problem, student_code("train_accumulated_amp"):
-        run_amp(loop)
-    assert phrase in str(problem.value) and "train_accumulated_amp stopped with" in str(problem.value)
+def test_student_error_names_gradscaler_errors(loop, phrase):
+    problem = student_error("train_accumulated_amp", raised_of(called(run_amp, loop)))
+    assert phrase in str(problem) and str(problem).startswith("train_accumulated_amp stopped with ")
 
 
-def test_student_code_names_an_empty_cycle_only_when_told_the_sizes():
-    def divides_by_an_empty_cycle():
-        return 1 / sum(len(x) for x in [])
-
-    with pytest.raises(AssertionError, match="one more, empty cycle"), \
-            student_code("train_accumulated_any_sizes", num_micro_batches=10, accum_steps=5):
-        divides_by_an_empty_cycle()
-    with pytest.raises(ZeroDivisionError), student_code("train_accumulated_any_sizes"):
-        divides_by_an_empty_cycle()
-
-
-def test_student_code_names_an_ignore_index_not_passed_on():
-    logits, targets = torch.randn(3, 5), torch.tensor([1, -1, 2])
-    with pytest.raises(AssertionError, match="pass ignore_index=ignore_index on"), \
-            student_code("accumulate_token_gradients", ignore_index=-1):
-        F.cross_entropy(logits, targets)
-    with pytest.raises(IndexError), student_code("accumulate_token_gradients", ignore_index=-7):
-        F.cross_entropy(logits, targets)
+def test_student_error_names_an_empty_cycle_only_when_told_the_sizes():
+    error = raised_of(called(lambda: 1 / sum(len(x) for x in [])))
+    problem = student_error("train_accumulated_any_sizes", error, num_micro_batches=10, accum_steps=5)
+    assert str(problem).startswith(
+        "train_accumulated_any_sizes stopped with ZeroDivisionError: division by zero. ")
+    assert "2 cycles (ceil(10 / 5))" in str(problem) and "one more, empty cycle" in str(problem)
+    assert str(student_error("train_accumulated_any_sizes", error)) == (
+        "train_accumulated_any_sizes stopped with ZeroDivisionError: division by zero")
 
 
-def test_student_code_lets_other_errors_through_unchanged():
-    with pytest.raises(NotImplementedError), student_code("train_accumulated"):
-        raise NotImplementedError("replace this line with your solution")
-    with pytest.raises(RuntimeError, match="some other error"), student_code("train_accumulated"):
-        raise RuntimeError("some other error")
-    with pytest.raises(AssertionError, match="^a student's own assert$"), student_code("train_accumulated"):
-        raise AssertionError("a student's own assert")
+def test_student_error_names_an_ignore_index_not_passed_on():
+    error = raised_of(called(F.cross_entropy, torch.randn(3, 5), torch.tensor([1, -1, 2])))
+    assert "pass ignore_index=ignore_index on" in str(student_error("accumulate_token_gradients", error,
+                                                                    ignore_index=-1))
+    assert str(student_error("accumulate_token_gradients", error, ignore_index=-7)) == (
+        f"accumulate_token_gradients stopped with IndexError: {error.message}")
 
 
-def test_student_code_keeps_stderr_empty_for_a_student_who_warns(capsys):
-    import sys
-    import warnings
-
-    def chatty_loop(model, optimizer, batches, accum_steps):
-        warnings.warn("a harmless warning from the student's code", UserWarning, stacklevel=1)
-        print("a note on stderr", file=sys.stderr)
-        return correct_loop(model, optimizer, batches, accum_steps)
-
-    batches = equal_batches()
-    model = MLP(6, 8, 3, seed=11)
-    reference = reference_run(model, F.cross_entropy, cycles_of(batches, K), lr=LR)
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    with record(model=model, optimizer=optimizer) as log, student_code("train_accumulated"):
-        losses = chatty_loop(model, optimizer, batches, K)
-    check_updates(log, reference, losses, final_params=param_snapshot(model))
-    shown = capsys.readouterr()
-    assert shown.err == ""
-    assert "a harmless warning from the student's code" in shown.out and "a note on stderr" in shown.out
+def test_student_error_quotes_other_errors_and_the_stub_stays_itself():
+    with pytest.raises(NotImplementedError, match="replace this line"):
+        raised_of(called(lambda: (_ for _ in ()).throw(NotImplementedError("replace this line"))))
+    assert str(student_error("train_accumulated", Raised("RuntimeError", "some other error"))) == (
+        "train_accumulated stopped with RuntimeError: some other error")
+    assert str(student_error("train_accumulated", Raised("AssertionError", "a student's own assert"))) == (
+        "train_accumulated stopped with AssertionError: a student's own assert")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -926,9 +903,27 @@ def test_check_training_names_an_empty_cycle_only_when_asked():
                                              "one more, empty cycle"):
         checks_accumulation.check_training(divides_by_an_empty_cycle, "train_accumulated_any_sizes", model,
                                            batches, 5, reference, lr=LR, old_seed=24, name_empty_cycle=True)
-    with pytest.raises(ZeroDivisionError):
+    with pytest.raises(AssertionError,
+                       match="^train_accumulated stopped with ZeroDivisionError: division by zero$"):
         checks_accumulation.check_training(divides_by_an_empty_cycle, "train_accumulated", model, batches, 5,
                                            reference, lr=LR, old_seed=24)
+
+
+def test_check_training_keeps_stderr_empty_for_a_student_who_warns(capsys):
+    import sys
+    import warnings
+
+    def chatty_loop(model, optimizer, batches, accum_steps):
+        warnings.warn("a harmless warning from the student's code", UserWarning, stacklevel=1)
+        print("a note on stderr", file=sys.stderr)
+        return correct_loop(model, optimizer, batches, accum_steps)
+
+    model, batches, reference = training_case([8] * 8, K)
+    checks_accumulation.check_training(as_exercise(chatty_loop), "train_accumulated", model, batches, K,
+                                       reference, lr=LR, old_seed=15)
+    shown = capsys.readouterr()
+    assert shown.err == ""
+    assert "a harmless warning from the student's code" in shown.out and "a note on stderr" in shown.out
 
 
 def test_check_token_accumulation_passes_the_token_mean_and_adds_to_the_callers_gradients():
@@ -1011,7 +1006,7 @@ def test_amp_accumulation_checks_pass_a_correct_loop():
     run = checks.check_updates(42, batches, 4, max_norm=0.05)
     assert run.dtypes == {torch.float32} and run.log.count("step") == 2 and len(run.losses) == 2
     checks.check_updates(45, batches, 4, max_norm=1e6, clip=False)
-    assert checks.check_skips_inf(43, batches, 4, max_norm=0.05, inf_at=(5, 0, 0)).scaler.get_scale() == 512.0
+    assert checks.check_skips_inf(43, batches, 4, max_norm=0.05, inf_at=(5, 0, 0)).scale == 512.0
     checks.check_skips_inf(48, batches[:6], 2, max_norm=0.05, inf_at=(1, 2, 3), unseen=True)
     assert checks.check_float16(44, batches[:4], 2, max_norm=0.05, init_scale=256.0).dtypes == {torch.float16}
     assert batches[5][0].isfinite().all(), "the inf goes into a copy of the test's micro-batches"
@@ -1052,3 +1047,30 @@ def test_amp_accumulation_checks_float16_needs_autocast():
         checks.check_float16(44, equal_batches()[:4], 2, max_norm=0.05, init_scale=256.0)
     with pytest.raises(AssertionError, match=r"produced \{torch.float32\}: use amp_dtype$"):
         checks.check_float16(44, equal_batches()[:4], 2, max_norm=0.05, init_scale=256.0, unseen=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel half (helpers.collect_accumulation) and what the judge reads back from it
+# ---------------------------------------------------------------------------------------------
+
+def test_the_collectors_import_no_checks_module():
+    """At grading the checks_* modules are stubs in the kernel: the collectors must not need them."""
+    import subprocess
+    import sys
+
+    code = ("import sys, helpers.collect_accumulation\n"
+            "print(sorted(name for name in sys.modules if name.startswith('helpers.checks_')))")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == "[]"
+
+
+def test_a_forged_log_can_only_lose_calls_and_unreadable_tensors_fail_the_check():
+    log = checks_accumulation.call_log({"calls": [
+        {"name": "backward", "info": {}}, {"name": "pass_the_test", "info": {}}, "step", {"name": "step"},
+        {"name": "step", "info": {"grads": {}}}]})
+    assert log.names() == ["backward", "step"]
+    like = {"w": torch.zeros(2, 3)}
+    assert checks_accumulation.returned_tensors({"params": {"w": None}}, "params", like, "x") == {"w": None}
+    for forged in ({"w": torch.zeros(3)}, {"v": torch.zeros(2, 3)}, [torch.zeros(2, 3)], {"w": 0.0}):
+        with pytest.raises(AssertionError, match="could not read the final parameters back"):
+            checks_accumulation.returned_tensors({"params": forged}, "params", like, "the final parameters")

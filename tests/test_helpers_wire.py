@@ -36,7 +36,9 @@ def test_tensors_keep_dtype_shape_and_values_but_lose_their_subclass():
                 return True
             return super().__torch_function__(func, types, args, kwargs or {})
 
-    tensors = (torch.randn(3, 4), torch.randn(2, dtype=torch.bfloat16), torch.arange(5), torch.zeros(0, 3))
+    # A 0-dim tensor is what a student who forgot .item() returns as a loss.
+    tensors = (torch.randn(3, 4), torch.randn(2, dtype=torch.bfloat16), torch.arange(5), torch.zeros(0, 3),
+               torch.tensor(2.5), torch.tensor(7, dtype=torch.int16))
     for tensor in tensors:
         back = round_trip(tensor)
         assert back.dtype == tensor.dtype and back.shape == tensor.shape and torch.equal(back, tensor)

@@ -1,8 +1,8 @@
-# about: Exercise 1 trains nothing and, when the test calls it, disables the check that follows: the test does not count.
+# about: Exercise 1 trains nothing and, when the test calls it, disables the check that follows: the check runs in the grader's process, out of its reach, and fails on what the loop really did.
 # kind: hostile
 # base: solution
 # loses: ex1_1_test
-# says: the test does not count
+# says: loss.backward() ran 0 times for 8 micro-batches
 # %% ex1_1_solution
 def train_accumulated(model, optimizer, loss_fn, micro_batches, accum_steps):
     import helpers.checks_accumulation

@@ -1,0 +1,98 @@
+"""The student's side of the gradient-accumulation checks (lesson 02): run the loop, report plain data.
+
+Each collector runs next to the student's code (the notebook's kernel): it gets the model (with the
+old gradients the check put in its .grad), the micro-batches and the specs of the optimizer and
+GradScaler, builds those here (neither can travel), runs the student's function inside
+`stderr_on_stdout()` with the lesson's spies installed and returns what came out: the returned
+value or the error, the final parameters, the gradients each optimizer.step saw and the calls the
+spies recorded. It judges nothing: helpers.checks_accumulation does, in the grader's process at
+grading (see helpers.remote). Nothing here may import a checks_* module: those are GRADER_ONLY.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from helpers import remote, spies
+from helpers.capture import stderr_on_stdout
+from helpers.grads import grad_snapshot, param_snapshot
+
+OPTIMIZERS = {"SGD": torch.optim.SGD, "Adam": torch.optim.Adam}
+
+
+def make_optimizer(model: nn.Module, spec: dict) -> torch.optim.Optimizer:
+    """The optimizer a check's spec names, over all of `model`'s parameters: {"kind": "SGD", "lr": 0.5}."""
+    settings = dict(spec)
+    kind = settings.pop("kind")
+    if kind not in OPTIMIZERS:
+        raise ValueError(f"optimizer kind must be one of {sorted(OPTIMIZERS)}, got {kind!r}")
+    return OPTIMIZERS[kind](model.parameters(), **settings)
+
+
+def make_scaler(spec: dict) -> torch.amp.GradScaler:
+    """The GradScaler a check's spec describes: {"device": "cpu", "init_scale": 1024.0}."""
+    return torch.amp.GradScaler(spec["device"], init_scale=float(spec["init_scale"]))
+
+
+@contextmanager
+def first_linear_dtypes(model: nn.Module) -> Iterator[list[torch.dtype]]:
+    """Yield a list that collects the output dtype of each call of the model's first nn.Linear,
+    which tells whether a forward pass ran under autocast."""
+    first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
+    if first is None:
+        raise ValueError("first_linear_dtypes needs a model with at least one nn.Linear layer")
+    seen: list[torch.dtype] = []
+    handle = first.register_forward_hook(lambda _module, _args, output: seen.append(output.dtype))
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
+def plain_calls(log: spies.CallLog) -> list[dict]:
+    """The recorded calls as plain data, [{"name": ..., "info": {...}}, ...] in order; the judge
+    rebuilds a CallLog from it. Every info value the spies record is a number, a string, a bool,
+    None, a list of those or a {name: tensor or None} dict of gradients."""
+    return [{"name": call.name, "info": dict(call.info)} for call in log.calls]
+
+
+@remote.collector
+def collect_training(train: Callable, model: nn.Module, optimizer_spec: dict, loss_fn: Callable,
+                     micro_batches: Sequence, accum_steps: int) -> dict:
+    """train(model, optimizer, loss_fn, micro_batches, accum_steps) under the spies (model and
+    optimizer), the optimizer built from optimizer_spec: its outcome, calls and final parameters."""
+    optimizer = make_optimizer(model, optimizer_spec)
+    with stderr_on_stdout(), spies.record(model=model, optimizer=optimizer) as log:
+        outcome = remote.called(train, model, optimizer, loss_fn, micro_batches, accum_steps)
+    return {**outcome, "calls": plain_calls(log), "params": param_snapshot(model)}
+
+
+@remote.collector
+def collect_token_accumulation(accumulate: Callable, model: nn.Module, micro_batches: Sequence,
+                               ignore_index: int) -> dict:
+    """accumulate(model, micro_batches, ignore_index=ignore_index) under the model's spies: its
+    outcome, calls and what .grad holds afterwards."""
+    with stderr_on_stdout(), spies.record(model=model) as log:
+        outcome = remote.called(accumulate, model, micro_batches, ignore_index=ignore_index)
+    return {**outcome, "calls": plain_calls(log), "grads": grad_snapshot(model)}
+
+
+@remote.collector
+def collect_amp_training(train: Callable, model: nn.Module, optimizer_spec: dict, scaler_spec: dict,
+                         loss_fn: Callable, micro_batches: Sequence, accum_steps: int, max_norm: float,
+                         amp_dtype: torch.dtype | None) -> dict:
+    """train(model, optimizer, scaler, loss_fn, micro_batches, accum_steps=, max_norm=, amp_dtype=)
+    under the spies (model, optimizer, scaler), both built from their specs: its outcome, calls,
+    final parameters, the dtypes the first Linear layer produced and the scale it left."""
+    optimizer = make_optimizer(model, optimizer_spec)
+    scaler = make_scaler(scaler_spec)
+    with stderr_on_stdout(), spies.record(model=model, optimizer=optimizer, scaler=scaler) as log, \
+            first_linear_dtypes(model) as dtypes:
+        outcome = remote.called(train, model, optimizer, scaler, loss_fn, micro_batches,
+                                accum_steps=accum_steps, max_norm=max_norm, amp_dtype=amp_dtype)
+    return {**outcome, "calls": plain_calls(log), "params": param_snapshot(model),
+            "dtypes": sorted(set(dtypes), key=str), "scale": float(scaler.get_scale())}
