@@ -135,4 +135,5 @@ c.HTMLExporter.preprocessors = [NeutraliseActiveContent]
 
 # The lessons whose test cells run in the grader's process: the sandboxed kernel only calls the
 # student's functions and returns plain data (course_tools/verdict.py, helpers/remote.py).
-c.GuardedExecute.verdict_in_grader = ["01_mixed_precision", "02_gradient_accumulation", "04_memory"]
+c.GuardedExecute.verdict_in_grader = ["01_mixed_precision", "02_gradient_accumulation", "03_profiling",
+                                     "04_memory"]

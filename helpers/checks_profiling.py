@@ -2,27 +2,50 @@
 the check knows by construction (a fake clock, phases that sleep for known times, a trace the test
 writes, a reference training run), and names the classic mistake it sees.
 
-Every call into student code runs inside `helpers.capture.stderr_on_stdout()`, so a warning from
-the student's code (or from the profiler it drives) never fails Validate while grading ignores it.
+Each check chooses the inputs, has the student's function run on them by its collector in
+helpers.collect_profiling (through helpers.remote: in the same process in the student's notebook,
+in the sandboxed kernel at grading) and judges here what came back: it replays the fake machine's
+event log on its own machine, reads the student's profiler's table as data, and trains the
+reference epoch itself. What only the student's process can observe (host syncs, DataLoader
+settings, the order of calls) can cost points, never earn them. An error the student's code raised
+becomes an AssertionError in the course's words; NotImplementedError (the unanswered stub) passes
+through unchanged.
+
+Its references are the exercises' answers and the student's kernel never needs them, so it is
+GRADER_ONLY: inside the grading sandbox a stub stands in its place.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
+import math
 import statistics
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerAction, record_function
+import torch.nn.functional as F
+from torch.profiler import ProfilerAction
+from torch.utils.data import DataLoader
 
-from helpers import grads, spies
-from helpers.capture import stderr_on_stdout
+from helpers import grads, remote
+from helpers.collect_profiling import (
+    EVENT_LETTERS,
+    STEP,
+    Phase,
+    collect_compare_speed,
+    collect_fast_epoch,
+    collect_find_bottleneck,
+    collect_phase_shares_of_events,
+    collect_phase_shares_of_file,
+    phase_spec,
+)
 from helpers.fakes import FakeMachine
+
+GRADER_ONLY = True
+
+__all__ = ["Phase", "STEP", "check_compare_speed", "check_fast_epoch", "check_find_bottleneck",
+           "check_phase_shares", "check_shares_sum", "reference_epoch", "trace_event"]
 
 # Exercise 1's numbers are exact on the fake clock; an honest float32 computation (a median taken
 # with torch) is within a few 1e-8 of them, a wrong one off by far more than this.
@@ -34,9 +57,9 @@ SHARE_ATOL = 0.05
 TRACE_SHARE_ATOL = 1e-6
 
 
-def _reraise_as_failure(function_name: str, error: Exception, advice: str = "") -> None:
-    raise AssertionError(f"{function_name} stopped with {type(error).__name__}: {error}"
-                         + (f". {advice}" if advice else "")) from None
+def _failure(function_name: str, error: remote.Raised, advice: str = "") -> AssertionError:
+    """What the student's function raised, said as a failure (with the course's advice, if any)."""
+    return AssertionError(f"{function_name} stopped with {error}" + (f". {advice}" if advice else ""))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -54,7 +77,27 @@ def _clock_reads_without_step(events: Sequence[str]) -> bool:
     return False
 
 
-@stderr_on_stdout()
+_EVENT_OF_LETTER = {letter: event for event, letter in EVENT_LETTERS.items()}
+
+
+def _replay(machine: FakeMachine, letters) -> list[tuple[str, float]]:
+    """Run on the check's own `machine` the events the collector logged, in their order, and return
+    what each step took on the fake clock: [(step name, seconds)]. The machine is deterministic, so
+    these are the times the student's code measured, computed here rather than taken from the kernel."""
+    if not isinstance(letters, str) or not set(letters) <= _EVENT_OF_LETTER.keys():
+        raise AssertionError("the fake machine's log holds entries its steps, sync and clock never write: "
+                             "call the functions compare_speed is given, and leave their machine alone")
+    took = []
+    actions = {"A": machine.step_a, "B": machine.step_b, "sync": machine.sync, "clock": machine.clock}
+    for letter in letters:
+        event = _EVENT_OF_LETTER[letter]
+        before = machine.now
+        actions[event]()
+        if event in ("A", "B"):
+            took.append((event, machine.now - before))
+    return took
+
+
 def check_compare_speed(compare_speed: Callable, durations_a: Sequence[float],
                         durations_b: Sequence[float], *,
                         warmup: int, repeats: int, first_call_extra_s: float = 0.0,
@@ -62,33 +105,31 @@ def check_compare_speed(compare_speed: Callable, durations_a: Sequence[float],
     """Run compare_speed on a FakeMachine (durations in seconds per call, see helpers.fakes) and
     assert every clause of Exercise 1: warm-up, `repeats` interleaved rounds, a sync before every
     clock read, and ratio/low/high equal to the median/min/max of the rounds' time_b / time_a as
-    measured on the fake clock. Returns the student's dict."""
-    machine = FakeMachine(durations_a, durations_b, first_call_extra_s=first_call_extra_s,
-                          drift_per_call=drift_per_call)
-    took: list[tuple[str, float]] = []
+    measured on the fake clock (replayed here from the machine's event log). Returns the student's
+    dict."""
+    def build() -> FakeMachine:
+        return FakeMachine(durations_a, durations_b, first_call_extra_s=first_call_extra_s,
+                           drift_per_call=drift_per_call)
 
-    def timed(step, name):
-        def run():
-            before = machine.now
-            step()
-            took.append((name, machine.now - before))
-        return run
-
-    try:
-        result = compare_speed(timed(machine.step_a, "A"), timed(machine.step_b, "B"), machine.sync,
-                               machine.clock, repeats=repeats, warmup=warmup)
-    except NotImplementedError:
-        raise
-    except ZeroDivisionError as error:
-        if _clock_reads_without_step(machine.events):
-            raise AssertionError(
-                f"compare_speed stopped with ZeroDivisionError ({error}): two clock reads had no step "
-                "between them, so a time came out as 0 s (the test's clock moves only while a step runs). "
-                "Read clock() right before and right after each timed call") from None
-        _reraise_as_failure("compare_speed", error)
-    except statistics.StatisticsError as error:
-        _reraise_as_failure("compare_speed", error, f"run repeats={repeats} rounds and take the median "
-                            "of their ratios")
+    outcome = remote.run_student(compare_speed, collect_compare_speed, build(), repeats, warmup)
+    error = remote.raised_of(outcome)
+    machine = build()
+    took = _replay(machine, outcome.get("events"))
+    if error is not None and error.type == "ZeroDivisionError" and _clock_reads_without_step(machine.events):
+        raise AssertionError(
+            f"compare_speed stopped with ZeroDivisionError ({error.message}): two clock reads had no step "
+            "between them, so a time came out as 0 s (the test's clock moves only while a step runs). "
+            "Read clock() right before and right after each timed call")
+    if error is not None and error.type == "StatisticsError":
+        raise _failure("compare_speed", error, f"run repeats={repeats} rounds and take the median of their "
+                       "ratios")
+    if error is not None:
+        raise _failure("compare_speed", error)
+    event_count = outcome.get("event_count")
+    if type(event_count) is int and event_count > len(machine.events):
+        raise AssertionError(f"compare_speed made {event_count} calls to the steps, sync and clock for "
+                             f"warmup={warmup} and repeats={repeats}: warm up, then time {repeats} rounds")
+    result = outcome.get("value")
     warm = machine.warmup_steps()
     extra = f" (here {first_call_extra_s:g} s longer)" if first_call_extra_s else ""
     if warm.count("A") < warmup or warm.count("B") < warmup:
@@ -138,71 +179,13 @@ def _close(value: float, reference: float) -> bool:
 # Exercise 2: find_bottleneck on phases that sleep for known times
 # ----------------------------------------------------------------------------------------------
 
-STEP = "prof.step()"
-
-
-@dataclass
-class ProfilerLog:
-    """What watch_profilers saw: the torch.profiler.profile objects made, and the phases run and
-    prof.step() calls made, in order."""
-
-    profilers: list = field(default_factory=list)
-    order: list[str] = field(default_factory=list)
-
-    def actions(self, steps: int) -> list[ProfilerAction] | None:
-        """The last profiler's schedule for steps 0..steps (None without a profiler)."""
-        if not self.profilers:
-            return None
-        return [self.profilers[-1].schedule(step) for step in range(steps + 1)]
-
-
-@contextlib.contextmanager
-def watch_profilers() -> Iterator[ProfilerLog]:
-    """Record every torch.profiler.profile created while active and each prof.step() call."""
-    log = ProfilerLog()
-    cls = torch.profiler.profile
-    original_init, original_step = cls.__init__, cls.step
-
-    @functools.wraps(original_init)
-    def init(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        log.profilers.append(self)
-
-    @functools.wraps(original_step)
-    def step(self, *args, **kwargs):
-        log.order.append(STEP)
-        return original_step(self, *args, **kwargs)
-
-    cls.__init__, cls.step = init, step
-    try:
-        yield log
-    finally:
-        cls.__init__, cls.step = original_init, original_step
-
-
-@dataclass(frozen=True)
-class Phase:
-    """A test phase: sleeps `seconds[i]` on its i-th call (the last repeats), split over `parts`
-    nested record_function labels when parts > 0 (so the phase's own label has no self time)."""
-
-    seconds: tuple[float, ...]
-    parts: int = 0
-
-
-def _make_phase(name: str, phase: Phase, log: ProfilerLog, measured: dict[str, list[float]]):
-    def run():
-        calls = len(measured[name])
-        seconds = phase.seconds[min(calls, len(phase.seconds) - 1)]
-        log.order.append(name)
-        started = time.perf_counter()
-        if phase.parts:
-            for part in range(phase.parts):
-                with record_function(f"{name}.part{part}"):
-                    time.sleep(seconds / phase.parts)
-        elif seconds:
-            time.sleep(seconds)
-        measured[name].append(time.perf_counter() - started)
-    return run
+def _actions(names, steps: int) -> list[ProfilerAction] | None:
+    """The schedule's actions for steps 0..steps from the names the collector sent, or None (no
+    profiler, or no readable schedule)."""
+    if not (isinstance(names, list) and len(names) == steps + 1
+            and all(isinstance(name, str) and name in ProfilerAction.__members__ for name in names)):
+        return None
+    return [ProfilerAction[name] for name in names]
 
 
 def _schedule_problem(actions: list[ProfilerAction] | None, steps: int) -> str:
@@ -224,37 +207,35 @@ def _schedule_problem(actions: list[ProfilerAction] | None, steps: int) -> str:
     return ""
 
 
-@stderr_on_stdout()
 def check_find_bottleneck(find_bottleneck: Callable, plan: Mapping[str, Phase], steps: int) -> tuple:
     """Run find_bottleneck on phases built from `plan` and assert Exercise 2's clauses: every phase
     run `steps` times in order, prof.step() once after each step, the first step not measured, and
     the dominant phase and each share equal (within SHARE_ATOL) to what the student's own profiler
     measured for steps 2..steps, a phase's time including its nested labels (so a busy machine's
     timing noise cannot fail a right answer). Returns (name, shares)."""
-    measured: dict[str, list[float]] = {name: [] for name in plan}
-    with watch_profilers() as log:
-        phases = {name: _make_phase(name, phase, log, measured) for name, phase in plan.items()}
-        try:
-            result = find_bottleneck(phases, steps=steps)
-        except NotImplementedError:
-            raise
-        except Exception as error:  # noqa: BLE001 - a student's error becomes a named failure
-            _reraise_as_failure("find_bottleneck", error, _schedule_problem(log.actions(steps), steps))
-    problem = _schedule_problem(log.actions(steps), steps)
-    counts = {phase: len(times) for phase, times in measured.items()}
-    phase_order = [event for event in log.order if event != STEP]
+    outcome = remote.run_student(find_bottleneck, collect_find_bottleneck, phase_spec(plan), steps)
+    actions = _actions(outcome.get("actions"), steps)
+    error = remote.raised_of(outcome)
+    if error is not None:
+        raise _failure("find_bottleneck", error, _schedule_problem(actions, steps))
+    result = outcome.get("value")
+    problem = _schedule_problem(actions, steps)
+    order = outcome.get("order")
+    order = [event for event in order if isinstance(event, str)] if isinstance(order, list) else []
+    phase_order = [event for event in order if event != STEP]
+    counts = {phase: phase_order.count(phase) for phase in plan}
     if phase_order != list(plan) * steps:
         raise AssertionError(f"with steps={steps} every phase should run {steps} times, in the order given; "
                              f"they ran {counts}" + ("" if set(counts.values()) != {steps} else
                                                      f", as {', '.join(phase_order[:2 * len(plan)])}, ..."))
-    step_calls = log.order.count(STEP)
-    if log.order != ([*plan, STEP] * steps):
+    step_calls = order.count(STEP)
+    if order != ([*plan, STEP] * steps):
         if step_calls == steps * len(plan):
             raise AssertionError(
                 f"prof.step() ran {step_calls} times for {steps} steps of {len(plan)} phases: call it once "
                 "per training step, after all of the step's phases; the schedule counts prof.step() calls as "
                 "steps, so stepping once per phase measures the wrong phases")
-        raise AssertionError(f"the phases and prof.step() ran as {', '.join(log.order[:3 * (len(plan) + 1)])}"
+        raise AssertionError(f"the phases and prof.step() ran as {', '.join(order[:3 * (len(plan) + 1)])}"
                              f", ...: run one step's phases in order, then call prof.step() once "
                              f"({steps} times)")
     shares = result[1] if isinstance(result, tuple) and len(result) == 2 else None
@@ -268,7 +249,7 @@ def check_find_bottleneck(find_bottleneck: Callable, plan: Mapping[str, Phase], 
     if not abs(sum(got.values()) - 1) <= 1e-6:
         raise AssertionError(f"the shares should sum to 1 over the phases, they sum to "
                              f"{sum(got.values()):.6f}")
-    totals, self_totals = _profiled_totals(log, plan, steps)
+    totals, self_totals = _profiled_totals(outcome, plan, steps)
     reference = {phase: total / sum(totals.values()) for phase, total in totals.items()}
     off = any(abs(got[p] - reference[p]) > SHARE_ATOL for p in plan)
     if name != max(reference, key=reference.get) or off:
@@ -276,23 +257,35 @@ def check_find_bottleneck(find_bottleneck: Callable, plan: Mapping[str, Phase], 
     return name, got
 
 
-def _profiled_totals(log: ProfilerLog, plan: Mapping[str, Phase], steps: int) -> tuple[dict, dict]:
-    """Each phase label's cpu_time_total and self_cpu_time_total in the student's own profiler, after
-    checking that it saw every phase once in each of steps 2..steps. The shares are compared with
-    what that same profiler measured, so a busy machine's timing noise cannot fail a right answer."""
-    if not log.profilers:
+def _time_of(row: Mapping, column: str) -> float:
+    value = row.get(column)
+    if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+        raise AssertionError(f"the profiler's table holds {value!r} as a {column}, not a time")
+    return float(value)
+
+
+def _profiled_totals(outcome: Mapping, plan: Mapping[str, Phase], steps: int) -> tuple[dict, dict]:
+    """Each phase label's cpu_time_total and self_cpu_time_total in the student's own profiler (its
+    table, read by the collector through the class), after checking that it saw every phase once in
+    each of steps 2..steps. The shares are compared with what that same profiler measured, so a busy
+    machine's timing noise cannot fail a right answer."""
+    if outcome.get("profiled") is not True:
         raise AssertionError("find_bottleneck should profile the steps with torch.profiler.profile(...) "
                              "and read its key_averages()")
-    # Through the class, so that a key_averages set on the student's profiler object is not used.
-    averages = torch.profiler.profile.key_averages(log.profilers[-1])
-    events = {event.key: event for event in averages if event.key in plan}
-    seen = {phase: events[phase].count if phase in events else 0 for phase in plan}
+    if "table_error" in outcome:
+        raise AssertionError(f"after find_bottleneck returned, its profiler's key_averages() could not be "
+                             f"read ({outcome['table_error']}): let the profile block end before reading it")
+    table = outcome.get("table") if isinstance(outcome.get("table"), dict) else {}
+    rows = {phase: table[phase] for phase in plan if isinstance(table.get(phase), dict)}
+    seen = {phase: rows[phase].get("count") if phase in rows else 0 for phase in plan}
     if set(seen.values()) != {steps - 1}:
         raise AssertionError(f"the profiler saw the phases {seen} times; with warmup=1 it should see "
                              f"each once in each of steps 2 to {steps} ({steps - 1} times): run every phase "
                              "inside the profile block and label it with record_function(name)")
-    return ({phase: events[phase].cpu_time_total for phase in plan},
-            {phase: events[phase].self_cpu_time_total for phase in plan})
+    totals = {phase: _time_of(rows[phase], "cpu_time_total") for phase in plan}
+    if not sum(totals.values()) > 0:
+        raise AssertionError(f"the profiler measured no time in the phases {list(plan)}")
+    return totals, {phase: _time_of(rows[phase], "self_cpu_time_total") for phase in plan}
 
 
 def _rounded(shares: Mapping[str, float]) -> dict[str, float]:
@@ -322,36 +315,45 @@ def trace_event(name: str, dur: float | None, cat: str = "user_annotation", ph: 
     return event
 
 
-def _call_phase_shares(phase_shares: Callable, trace_path, phases) -> dict:
-    try:
-        return phase_shares(trace_path, phases)
-    except (NotImplementedError, ValueError):
-        raise
-    except KeyError as error:
-        if error.args == ("dur",):
-            raise AssertionError(
-                "phase_shares stopped with KeyError: 'dur': instant events (\"ph\": \"i\") have no duration; "
-                "add only complete events (\"ph\": \"X\")") from None
-        _reraise_as_failure("phase_shares", error)
-    except AttributeError as error:
-        if isinstance(trace_path, str) and "'str' object" in str(error):
-            raise AssertionError(f"phase_shares stopped with AttributeError: {error}. trace_path may be a "
-                                 "str: open it as Path(trace_path)") from None
-        _reraise_as_failure("phase_shares", error)
-    except Exception as error:  # noqa: BLE001 - a student's error becomes a named failure
-        _reraise_as_failure("phase_shares", error)
+def _shares_of(outcome: Mapping, as_str: bool):
+    """What phase_shares returned, from a collector's outcome. A ValueError it raised is raised
+    again as a ValueError (the lesson's answer to a trace without the phases: the callers decide),
+    NotImplementedError too; any other error becomes a failure in the course's words."""
+    error = remote.raised_of(outcome)
+    if error is None:
+        return outcome.get("value")
+    if outcome.get("value_error") is True or error.type == "ValueError":
+        raise ValueError(error.message)
+    if error.type == "KeyError" and error.message == "'dur'":
+        raise AssertionError(
+            "phase_shares stopped with KeyError: 'dur': instant events (\"ph\": \"i\") have no duration; "
+            "add only complete events (\"ph\": \"X\")")
+    if error.type == "AttributeError" and as_str and "'str' object" in error.message:
+        raise AssertionError(f"phase_shares stopped with AttributeError: {error.message}. trace_path may "
+                             "be a str: open it as Path(trace_path)")
+    raise _failure("phase_shares", error)
 
 
-@stderr_on_stdout()
+def _shares_of_events(phase_shares: Callable, trace_path, events: list[dict], phases: Sequence[str]):
+    """phase_shares on a trace of `events`, written where the student's function runs under
+    trace_path's file name (trace_path is a folder of this process, which a kernel cannot see),
+    and passed as a str when trace_path is one."""
+    as_str = isinstance(trace_path, str)
+    outcome = remote.run_student(phase_shares, collect_phase_shares_of_events, events, Path(trace_path).name,
+                                 as_str, list(phases))
+    return _shares_of(outcome, as_str)
+
+
 def check_phase_shares(phase_shares: Callable, trace_path: Path, events: list[dict],
                        want: Mapping[str, float], gpu_counted: Mapping[str, float] | None = None) -> dict:
-    """Write `events` as a Chrome trace at trace_path, run phase_shares(trace_path, list(want)) and
-    assert Exercise 3: one share per phase equal to `want` (worked out by the test from the events
-    it wrote; when the result equals `gpu_counted`, say that the gpu_user_annotation copies were
-    added), then that asking for a phase the trace lacks raises ValueError."""
+    """Write `events` as a Chrome trace at trace_path (and where the student's function runs, see
+    _shares_of_events), run phase_shares(that trace, list(want)) and assert Exercise 3: one share per
+    phase equal to `want` (worked out by the test from the events it wrote; when the result equals
+    `gpu_counted`, say that the gpu_user_annotation copies were added), then that asking for a phase
+    the trace lacks raises ValueError."""
     Path(trace_path).write_text(json.dumps({"traceEvents": events}))
     try:
-        got = _call_phase_shares(phase_shares, trace_path, list(want))
+        got = _shares_of_events(phase_shares, trace_path, events, list(want))
     except ValueError as error:
         raise AssertionError(f"phase_shares raised ValueError ({error}) on a trace that holds the phases "
                              f"{[p for p, share in want.items() if share]}") from None
@@ -367,13 +369,13 @@ def check_phase_shares(phase_shares: Callable, trace_path: Path, events: list[di
                 f"{phase}'s share should be {share:.8f}, got {float(got[phase]):.8f}: add the durations of "
                 "all its complete (\"ph\": \"X\") user_annotation events and divide by the sum over the "
                 "phases")
-    _check_none_raises(phase_shares, trace_path)
+    _check_none_raises(phase_shares, trace_path, events)
     return {phase: float(share) for phase, share in got.items()}
 
 
-def _check_none_raises(phase_shares: Callable, trace_path: Path) -> None:
+def _check_none_raises(phase_shares: Callable, trace_path, events: list[dict]) -> None:
     try:
-        _call_phase_shares(phase_shares, trace_path, ["no_such_phase"])
+        _shares_of_events(phase_shares, trace_path, events, ["no_such_phase"])
     except ValueError:
         return
     except AssertionError as problem:
@@ -385,10 +387,11 @@ def _check_none_raises(phase_shares: Callable, trace_path: Path) -> None:
     raise AssertionError("phase_shares should raise ValueError when none of the phases occurs in the trace")
 
 
-@stderr_on_stdout()
 def check_shares_sum(phase_shares: Callable, trace_path, phases: Sequence[str]) -> dict:
-    """Run phase_shares on a real profiler trace; assert one share per phase, summing to 1."""
-    got = _call_phase_shares(phase_shares, trace_path, list(phases))
+    """Run phase_shares on a real profiler trace, a file where the student's function runs (at
+    grading, the kernel's), passed as a str; assert one share per phase, summing to 1."""
+    outcome = remote.run_student(phase_shares, collect_phase_shares_of_file, str(trace_path), list(phases))
+    got = _shares_of(outcome, as_str=True)
     if (not isinstance(got, Mapping) or set(got) != set(phases)
             or abs(sum(map(float, got.values())) - 1) > 1e-6):
         raise AssertionError(f"on the profiler's trace of the small model the shares should cover "
@@ -400,72 +403,117 @@ def check_shares_sum(phase_shares: Callable, trace_path, phases: Sequence[str]) 
 # Exercise 4: fast_epoch against slow_epoch
 # ----------------------------------------------------------------------------------------------
 
-@stderr_on_stdout()
+def reference_epoch(model: torch.nn.Module, dataset, batch_size: int, lr: float) -> float:
+    """The notebook's slow_epoch as the lesson publishes it, with SGD(lr), on `model` (trained in
+    place): same batches, same order, same updates. The check runs this, never the notebook's
+    slow_epoch, which sits in a cell the student can edit. Returns the mean loss."""
+    model_device = next(model.parameters()).device
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    loader = DataLoader(dataset, batch_size=batch_size)
+    total = 0.0
+    for x, y in loader:
+        x, y = x.to(model_device), y.to(model_device)
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    return total / len(loader)
+
+
+def _dicts(value) -> list[dict]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _count(value) -> int:
+    return value if type(value) is int and value >= 0 else 0
+
+
+def _parameters_of(outcome: Mapping, like: Mapping[str, torch.Tensor]) -> dict | None:
+    """The parameters the collector sent, if they are `like`'s names and shapes, else None."""
+    sent = outcome.get("parameters")
+    if not (isinstance(sent, dict) and sent.keys() == like.keys()):
+        return None
+    if not all(isinstance(sent[name], torch.Tensor) and sent[name].shape == tensor.shape
+               for name, tensor in like.items()):
+        return None
+    return sent
+
+
 def check_fast_epoch(fast_epoch: Callable, slow_epoch: Callable, dataset, model: torch.nn.Module, *,
                      batch_size: int, num_workers: int, log_every: int, lr: float = 0.05) -> str:
-    """Run fast_epoch on `model` and slow_epoch on a copy (SGD, lr) and assert Exercise 4: a
-    DataLoader with the given batch_size and num_workers (pin_memory on CUDA) that yields every
-    batch, host syncs only every log_every steps and at the end, no graph in what is read, the
-    same final parameters and the same mean loss as a float. Returns a one-line summary."""
+    """Run fast_epoch on a copy of `model` (SGD, lr) and assert Exercise 4: a DataLoader with the
+    given batch_size and num_workers (pin_memory on CUDA) that yields every batch, host syncs only
+    every log_every steps and at the end, no graph in what is read, and slow_epoch's final
+    parameters and mean loss (a float). slow_epoch names what fast_epoch is compared with; its
+    outcome comes from reference_epoch, run here on another copy. Returns a one-line summary."""
     twin = grads.clone_model(model)
-    reference_loss = slow_epoch(twin, torch.optim.SGD(twin.parameters(), lr=lr), dataset,
-                                batch_size=batch_size)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    reference_loss = reference_epoch(twin, dataset, batch_size, lr)
     steps = -(-len(dataset) // batch_size)
     model_device = _device_of(model)
-    try:
-        with spies.record_loaders() as loaders, spies.record_host_syncs() as syncs:
-            loss = fast_epoch(model, optimizer, dataset, batch_size=batch_size, num_workers=num_workers,
-                              log_every=log_every)
-    except NotImplementedError:
-        raise
-    except RuntimeError as error:
-        if "same device" in str(error):
-            _reraise_as_failure("fast_epoch", error, "keep the batches and the running total on the model's "
-                                "device: torch.zeros((), device=...) and .to(device, non_blocking=True)")
-        _reraise_as_failure("fast_epoch", error)
-    if not loaders.settings:
+    outcome = remote.run_student(fast_epoch, collect_fast_epoch, model, next(model.parameters()).device, lr,
+                                 dataset, batch_size, num_workers, log_every)
+    error = remote.raised_of(outcome)
+    if error is not None and "same device" in error.message:
+        raise _failure("fast_epoch", error, "keep the batches and the running total on the model's device: "
+                       "torch.zeros((), device=...) and .to(device, non_blocking=True)")
+    if error is not None:
+        raise _failure("fast_epoch", error)
+    loaders = outcome.get("loaders") if isinstance(outcome.get("loaders"), dict) else {}
+    all_settings = _dicts(loaders.get("settings"))
+    if not all_settings:
         raise AssertionError("fast_epoch should load the data with a torch.utils.data.DataLoader")
-    for settings in loaders.settings:
-        if settings["num_workers"] != num_workers:
+    for settings in all_settings:
+        if settings.get("num_workers") != num_workers:
             raise AssertionError(
-                f"the DataLoader ran with num_workers={settings['num_workers']}: pass num_workers on, so "
+                f"the DataLoader ran with num_workers={settings.get('num_workers')}: pass num_workers on, so "
                 f"that worker processes (here {num_workers}) decode the next batches while the model trains")
-        if settings["batch_size"] != batch_size:
-            raise AssertionError(f"the DataLoader ran with batch_size={settings['batch_size']}: pass "
+        if settings.get("batch_size") != batch_size:
+            raise AssertionError(f"the DataLoader ran with batch_size={settings.get('batch_size')}: pass "
                                  f"batch_size={batch_size} on")
-        if model_device.type == "cuda" and not settings["pin_memory"]:
+        if model_device.type == "cuda" and not settings.get("pin_memory"):
             raise AssertionError("the model is on CUDA but the DataLoader ran with pin_memory=False: pinned "
                                  "batches copy to the GPU with .to(device, non_blocking=True) without a stop")
-    if loaders.batches != steps:
-        raise AssertionError(f"fast_epoch took {loaders.batches} batches from its DataLoader for {steps} "
+    batches = _count(loaders.get("batches"))
+    if batches != steps:
+        raise AssertionError(f"fast_epoch took {batches} batches from its DataLoader for {steps} "
                              "steps: train on every batch the DataLoader yields, once")
+    syncs = outcome.get("syncs") if isinstance(outcome.get("syncs"), dict) else {}
+    counts = syncs.get("counts") if isinstance(syncs.get("counts"), dict) else {}
+    counts = {str(name): _count(count) for name, count in counts.items()}
+    total_syncs = sum(counts.values())
     reads = steps // log_every + 1
-    if syncs.total > reads:
+    if total_syncs > reads:
         raise AssertionError(
-            f"fast_epoch made {syncs.total} host syncs ({_nonzero(syncs.counts)}) for {steps} steps with "
+            f"fast_epoch made {total_syncs} host syncs ({_nonzero(counts)}) for {steps} steps with "
             f"log_every={log_every}: keep the running loss on the device (total += loss.detach()) and "
             f"read it only every log_every steps and at the end ({reads} reads)")
-    if syncs.total < reads:
+    if total_syncs < reads:
         raise AssertionError(
-            f"fast_epoch read the loss {syncs.total} times in {steps} steps with log_every={log_every}: "
+            f"fast_epoch read the loss {total_syncs} times in {steps} steps with log_every={log_every}: "
             f"print the running mean every log_every steps ({steps // log_every} times) and read it once "
             "at the end")
-    if syncs.reads_with_graph:
+    if _count(syncs.get("reads_with_graph")):
         raise AssertionError("the running total you read still carries the autograd graph: total += loss "
                              "keeps every step's graph alive (the PyTorch FAQ's memory leak); add "
                              "loss.detach()")
-    params = grads.compare(grads.param_snapshot(model), grads.param_snapshot(twin))
+    reference = {name: tensor.cpu() for name, tensor in grads.param_snapshot(twin).items()}
+    ended = _parameters_of(outcome, reference)
+    if ended is None:
+        raise AssertionError("the model ended elsewhere than slow_epoch's (its parameters did not come "
+                             "back): same batches, same order, same updates")
+    params = grads.compare(ended, reference)
     if not params.close(rtol=1e-5, atol=1e-6):
         raise AssertionError(f"the model ended elsewhere than slow_epoch's ({params}): same batches, same "
                              "order, same updates")
-    if not isinstance(loss, float):
+    if "value" not in outcome:
         raise AssertionError("return the mean loss as a Python float (read the total with .item() at the "
-                             f"end), not a {type(loss).__name__}")
+                             f"end), not a {outcome.get('returned')}")
+    loss = outcome["value"]
     if abs(loss - reference_loss) > 1e-4 * max(1.0, abs(reference_loss)):
         raise AssertionError(f"returned {loss:.6f}, slow_epoch returns {reference_loss:.6f}: the mean loss "
                              "over the batches")
-    return f"{steps} steps, {syncs.total} host syncs, num_workers={num_workers}"
+    return f"{steps} steps, {total_syncs} host syncs, num_workers={num_workers}"
 
 
 def _device_of(model: torch.nn.Module) -> torch.device:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import torch
 from torch.utils.data import Dataset
 
-from helpers import validate
+from helpers import validate, wire
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -181,6 +181,8 @@ def split_by_sizes(x: torch.Tensor, y: torch.Tensor, sizes: Sequence[int]):
     return list(zip(x.split(list(sizes)), y.split(list(sizes)), strict=True))
 
 
+# A check builds the dataset and hands it to the student's epoch in the kernel: it travels there whole.
+@wire.carried("features", "labels", "delay_s")
 class SlowDataset(Dataset):
     """Blob samples that take `delay_s` each to load, like decoding or augmenting real data."""
 

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from helpers import wire
 
+
+# A check builds the machine and the student's code runs on it in the kernel: it travels there whole.
+@wire.carried("_durations", "_calls", "first_call_extra_s", "drift_per_call", "now", "events")
 class FakeMachine:
     """Two steps, "A" and "B", with scripted durations; `clock` and `sync` to hand to timing code.
 

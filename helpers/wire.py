@@ -4,10 +4,11 @@ At grading the check runs in the grader's process and the student's function in 
 kernel (helpers.remote). `encode` turns a value into a JSON-ready tree plus a list of byte
 buffers (one per tensor); `decode` builds it back. What the grader decodes from the kernel is
 rebuilt from scratch as exact built-in types (bool, int, float, str, list, tuple, dict) and plain
-tensors: no subclass, no object with methods of its own, nothing unpickled, so a value cannot
-pretend to equal the right answer. Only the grader sends richer values into the kernel: modules
-(rebuilt from their attributes, parameters, buffers and gradients), functions of torch named by
-path, and the few helper objects a check hands to a student (`carried` classes).
+tensors (a path travels as its str): no subclass, no object with methods of its own, nothing
+unpickled, so a value cannot pretend to equal the right answer. Only the grader sends richer
+values into the kernel: modules (rebuilt from their attributes, parameters, buffers and
+gradients), functions of torch named by path, and the few helper objects a check hands to a
+student (`carried` classes).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import importlib
 import math
 import operator
+import os
 
 import torch
 from torch import nn
@@ -120,6 +122,14 @@ class _Encoder:
             return str.__str__(value)
         if isinstance(value, torch.Tensor):
             return self.tensor(value)
+        if isinstance(value, os.PathLike):
+            # A path travels as its text: a file named in the kernel is read there, by a collector.
+            try:
+                path = os.fspath(value)
+            except Exception as error:  # noqa: BLE001 - a student's path class may raise anything
+                raise WireError(f"a {type(value).__name__} whose path cannot be read") from error
+            if isinstance(path, str):
+                return str.__str__(path)
         if isinstance(value, torch.dtype):
             return {"t": "dtype", "name": str(value).removeprefix("torch.")}
         if isinstance(value, torch.device):

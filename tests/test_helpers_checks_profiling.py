@@ -1,9 +1,11 @@
 """helpers.checks_profiling: each check passes a correct solution, names each classic mistake, turns
 a raised error into a failure that says what the lesson says, and lets nothing reach stderr.
 
-The last tests run the lesson's CUDA-only code on a CPU stand-in, so that a first GPU run does not
-die on an attribute error."""
+Then the lesson's CUDA-only code runs on a CPU stand-in, so that a first GPU run does not die on an
+attribute error; and the checks run as the grader runs them, the student's function behind a channel
+(helpers.remote), answering what a kernel would send."""
 
+import ast
 import json
 import statistics
 import sys
@@ -19,7 +21,8 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from torch.utils.data import DataLoader
 
 from helpers import checks_profiling as cp
-from helpers import data, models
+from helpers import collect_profiling, data, models, remote, wire
+from helpers.grads import param_snapshot
 
 SOURCE = Path(__file__).resolve().parent.parent / "source" / "03_profiling" / "profiling.ipynb"
 
@@ -217,7 +220,7 @@ def test_find_bottleneck_wrong_phase_order():
 
 def test_watch_profilers_restores_profile():
     init, step = profile.__init__, profile.step
-    with cp.watch_profilers():
+    with collect_profiling.watch_profilers():
         assert profile.step is not step
     assert profile.__init__ is init and profile.step is step
 
@@ -428,3 +431,141 @@ def test_find_bottleneck_cannot_supply_its_own_measurements():
         return "load", {name: 1 / len(phases) for name in phases}
     with pytest.raises(AssertionError, match="your profiler measured"):
         cp.check_find_bottleneck(planted, PLAN, steps=3)
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks as the grader runs them: inputs and results through helpers.wire, the student's
+# function behind a channel. An honest kernel runs the collector (remote.serve); a lying one sends
+# whatever it likes, and what only its process saw never passes a check.
+# ---------------------------------------------------------------------------------------------
+
+def behind_a_channel(function, name="the_students_function"):
+    """The student's function as the grader sees it: a StudentFunction whose kernel runs the collector."""
+    def channel(collector, _function_name, tree, buffers):
+        return remote.serve(collector, function, tree, buffers)
+
+    return remote.StudentFunction(name, channel)
+
+
+def lying_kernel(answer):
+    """A StudentFunction whose kernel answers `answer(inputs)` (the decoded inputs) to every call."""
+    def channel(_collector, _function_name, tree, buffers):
+        return wire.encode(answer(wire.decode(tree, buffers, objects=True)))
+
+    return remote.StudentFunction("the_students_function", channel)
+
+
+def test_the_checks_pass_a_right_answer_behind_a_channel(tmp_path):
+    assert check_ex1(behind_a_channel(compare_speed))["ratio"] == pytest.approx(0.4)
+    name, _ = cp.check_find_bottleneck(behind_a_channel(find_bottleneck), PLAN, steps=3)
+    assert name == "forward"
+    path = tmp_path / "trace.json"
+    shares = behind_a_channel(phase_shares)
+    assert cp.check_phase_shares(shares, path, EVENTS, WANT, GPU) == pytest.approx(WANT)
+    assert cp.check_shares_sum(shares, path, PHASES) == pytest.approx(WANT)
+    assert "6 steps, 4 host syncs" in check_ex4(behind_a_channel(fast_epoch))
+
+
+def test_the_students_function_reads_a_trace_written_where_it_runs(tmp_path):
+    seen = []
+
+    def records_its_path(trace_path, phases):
+        seen.append(trace_path)
+        return phase_shares(trace_path, phases)
+
+    grader_path = tmp_path / "grader_only" / "exercise3.json"
+    grader_path.parent.mkdir()
+    cp.check_phase_shares(behind_a_channel(records_its_path), grader_path, EVENTS, WANT, GPU)
+    cp.check_phase_shares(behind_a_channel(records_its_path), str(grader_path), EVENTS, WANT, GPU)
+    assert [type(path) for path in seen] == [type(grader_path)] * 2 + [str] * 2
+    assert all(Path(path).name == "exercise3.json" and Path(path) != grader_path for path in seen)
+    assert not any(Path(path).exists() for path in seen), "the kernel's temporary trace is removed"
+
+
+def test_a_json_decoding_error_is_a_value_error_as_before(tmp_path):
+    def reads_nothing(trace_path, phases):
+        return json.loads("")
+
+    with pytest.raises(AssertionError, match=r"phase_shares raised ValueError \(Expecting value"):
+        cp.check_phase_shares(behind_a_channel(reads_nothing), tmp_path / "t.json", EVENTS, WANT)
+
+
+def test_compare_speed_is_judged_on_the_checks_own_replay():
+    def tampers(step_a, step_b, sync, clock, repeats, warmup):
+        step_a.__self__.events.append("the right answer")
+        return compare_speed(step_a, step_b, sync, clock, repeats=repeats, warmup=warmup)
+
+    with pytest.raises(AssertionError, match="leave their machine alone"):
+        check_ex1(tampers)
+
+    def claims_another_ratio(inputs):
+        events = "abab" + "scascscbsc" * 5      # a right run's log, with the ratio of another machine
+        return {"value": {"ratio": 0.5, "low": 0.5, "high": 0.5}, "events": events,
+                "event_count": len(events)}
+
+    with pytest.raises(AssertionError, match="ratio is 0.5, but the median of the rounds' .* is 0.4"):
+        check_ex1(lying_kernel(claims_another_ratio))
+
+
+def test_fast_epoch_is_compared_with_the_checks_own_epoch_never_the_notebooks():
+    def doubled(epoch):
+        """Twice the learning rate: a student's edit of slow_epoch, and a fast_epoch to match it."""
+        def run(model, optimizer, dataset, **kwargs):
+            for group in optimizer.param_groups:
+                group["lr"] *= 2
+            return epoch(model, optimizer, dataset, **kwargs)
+        return run
+
+    dataset = data.SlowDataset(96, 8, num_classes=3, delay_s=0.0, seed=1)
+    with pytest.raises(AssertionError, match="the model ended elsewhere than slow_epoch's"):
+        cp.check_fast_epoch(doubled(fast_epoch), doubled(slow_epoch), dataset, models.MLP(8, 16, 3, seed=2),
+                            batch_size=16, num_workers=0, log_every=2)
+    cp.check_fast_epoch(fast_epoch, doubled(slow_epoch), dataset, models.MLP(8, 16, 3, seed=2), batch_size=16,
+                        num_workers=0, log_every=2)
+    slow_epoch_proxy = remote.StudentFunction("slow_epoch", channel=None)   # as it arrives at grading
+    cp.check_fast_epoch(behind_a_channel(fast_epoch), slow_epoch_proxy, dataset, models.MLP(8, 16, 3, seed=2),
+                        batch_size=16, num_workers=0, log_every=2)
+
+
+def test_reference_epoch_is_the_published_slow_epoch():
+    cell = next("".join(c["source"]) for c in json.loads(SOURCE.read_text())["cells"]
+                if "def slow_epoch(" in "".join(c["source"]))
+    definition = next(node for node in ast.parse(cell).body
+                      if isinstance(node, ast.FunctionDef) and node.name == "slow_epoch")
+    namespace = {"DataLoader": DataLoader, "F": F, "BATCH": 16}
+    exec(compile(ast.Module([definition], []), "slow_epoch", "exec"), namespace)
+    dataset = data.SlowDataset(40, 8, num_classes=3, delay_s=0.0, seed=5)
+    published, ours = models.MLP(8, 16, 3, seed=6), models.MLP(8, 16, 3, seed=6)
+    optimizer = torch.optim.SGD(published.parameters(), lr=0.05)
+    published_loss = namespace["slow_epoch"](published, optimizer, dataset, batch_size=16)
+    assert cp.reference_epoch(ours, dataset, 16, 0.05) == published_loss
+    assert all(torch.equal(a, b) for a, b in zip(published.parameters(), ours.parameters(), strict=True))
+
+
+def test_a_kernels_record_alone_earns_nothing():
+    def claims_a_perfect_epoch(inputs):
+        (model, *_rest), _ = inputs
+        return {"value": 1.0, "parameters": param_snapshot(model),
+                "loaders": {"settings": [{"num_workers": 0, "batch_size": 16, "pin_memory": False}],
+                            "batches": 6},
+                "syncs": {"counts": {"item": 4}, "reads_with_graph": 0}}
+
+    with pytest.raises(AssertionError, match="the model ended elsewhere than slow_epoch's"):
+        check_ex4(lying_kernel(claims_a_perfect_epoch))
+
+    def claims_a_profile(inputs):
+        return {"value": ("forward", {"load": 0.2, "cold": 0.1, "forward": 0.7}),
+                "order": [*PLAN, "prof.step()"] * 3, "profiled": True, "table": "everything right",
+                "actions": ["WARMUP", "RECORD", "RECORD_AND_SAVE", "NONE"]}
+
+    with pytest.raises(AssertionError, match="the profiler saw the phases"):
+        cp.check_find_bottleneck(lying_kernel(claims_a_profile), PLAN, steps=3)
+
+
+def test_collect_profiling_never_imports_the_references():
+    import subprocess
+
+    probe = ("import sys, helpers.collect_profiling; "
+             "assert 'helpers.checks_profiling' not in sys.modules, 'imports the references'")
+    subprocess.run([sys.executable, "-c", probe], check=True)
+    assert cp.Phase is collect_profiling.Phase

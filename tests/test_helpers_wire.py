@@ -102,3 +102,30 @@ def test_the_student_gets_a_copy_of_the_checks_inputs():
 
     remote.run_student(zeroes, collect_doubled, model)
     assert model.weight.abs().sum() > 0
+
+
+def test_a_path_travels_as_its_text():
+    from pathlib import Path, PurePosixPath
+
+    class Shifty(PurePosixPath):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = PurePosixPath.__hash__
+
+    back = round_trip({"trace": Path("/tmp/trace.json"), "other": Shifty("a/b")})
+    assert back == {"trace": "/tmp/trace.json", "other": "a/b"} and type(back["other"]) is str
+
+
+def test_fake_machines_and_slow_datasets_travel_to_the_kernel_whole():
+    from helpers import data, fakes
+
+    machine = fakes.FakeMachine([0.5, 0.25], [1.0], first_call_extra_s=2.0, drift_per_call=0.1)
+    machine.step_a()
+    dataset = data.SlowDataset(6, 3, num_classes=2, delay_s=0.0, seed=1)
+    machine_copy, dataset_copy = round_trip([machine, dataset], objects=True)
+    machine_copy.step_a()
+    machine.step_a()
+    assert machine_copy.events == machine.events and machine_copy.now == machine.now
+    assert len(dataset_copy) == 6 and all(torch.equal(a, b) for a, b in zip(dataset_copy[4], dataset[4],
+                                                                            strict=True))
