@@ -237,11 +237,20 @@ def check_amp_step_gradient(candidate: GradDict, reference: AmpStepReference, ma
         f"clipped gradient of the same autocast forward ({result}): unscale_, then clip, then step")
 
 
-def check_cast_fate(cast_fate: Callable, values: torch.Tensor, reference: Callable,
+def cast_fate_reference(values: torch.Tensor, dtype: torch.dtype) -> list[str]:
+    """Exercise 1's answer, computed from torch's own cast: one fate per value of 1-D float32 `values`."""
+    cast = values.to(dtype).float()
+    normal = torch.finfo(dtype).smallest_normal
+    return ["overflow" if c.isinf() else "underflow" if c == 0 else "subnormal" if c.abs() < normal
+            else "exact" if c == v else "rounded" for v, c in zip(values, cast, strict=True)]
+
+
+def check_cast_fate(cast_fate: Callable, values: torch.Tensor, reference: Callable = cast_fate_reference,
                     unseen: bool = False) -> None:
-    """Exercise 1: assert cast_fate(values, dtype) equals the test's reference(values, dtype) for
-    float16 and bfloat16, value by value (each value printed exactly, as float32 holds it). With
-    `unseen`, one message counts the wrong fates of the hidden values and shows the first."""
+    """Exercise 1: assert cast_fate(values, dtype) equals reference(values, dtype) (torch's own cast,
+    here in the grader) for float16 and bfloat16, value by value (each value printed exactly, as
+    float32 holds it). With `unseen`, one message counts the wrong fates of the hidden values and
+    shows the first."""
     for dtype in (torch.float16, torch.bfloat16):
         outcome = remote.run_student(cast_fate, collect_cast_fate, values, dtype)
         _raise_if_raised("cast_fate", outcome, CAST_FATE_ERRORS)

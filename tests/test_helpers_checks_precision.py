@@ -472,3 +472,9 @@ def test_a_kernels_record_alone_earns_nothing():
 
     with pytest.raises(AssertionError, match="first Linear layer ran in nothing"):
         checks_precision.check_amp_train_step(lying_kernel(claims_nothing), 32, x, y, 0.05, torch.float16)
+
+
+def test_the_graders_cast_fate_reference_agrees_with_the_tests_own():
+    values = torch.tensor([1.0, 0.1, 70000.0, 1e-8, 3e-8, 2.0 ** -14, 1e-39, 65504.0, 65520.0])
+    for dtype in (torch.float16, torch.bfloat16):
+        assert checks_precision.cast_fate_reference(values, dtype) == fates_reference(values, dtype)
