@@ -2,7 +2,7 @@
 # kind: hostile
 # base: solution
 # loses: ex3_1_test
-# says: amp_train_step
+# says: the first Linear layer ran in
 # %% ex3_1_solution
 def amp_train_step(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype):
     optimizer.zero_grad(set_to_none=True)
