@@ -68,6 +68,13 @@ def note_output(text: str) -> NotebookNode:
     return NotebookNode(output_type="stream", name="stdout", text=text)
 
 
+def restored_note(undone: list[str], shown: int = 8) -> str:
+    """What a test cell's feedback says when the guard put back what a cell had replaced."""
+    names = ", ".join(undone[:shown]) + (f" and {len(undone) - shown} more" if len(undone) > shown else "")
+    return (f"The grader restored what the notebook's code had replaced before this test ran: {names}. "
+            "Tests run with the real functions.\n")
+
+
 class KernelLost(Exception):
     def __init__(self, index: int, reason: str):
         super().__init__(reason)
@@ -186,9 +193,7 @@ class GuardedCells:
             cell.outputs.append(self._integrity_error(why))
             return
         if reply["undone"]:
-            cell.outputs.insert(0, note_output(
-                "The grader restored what the notebook's code had replaced before this test ran: "
-                + ", ".join(reply["undone"]) + ". Tests run with the real functions.\n"))
+            cell.outputs.insert(0, note_output(restored_note(reply["undone"])))
         if reply.get("interrupted"):
             cell.outputs.append(error_output(TIMED_OUT, self._timeout_message()))
             self._failed_cells.add(index)

@@ -86,8 +86,22 @@ def _package_modules(package_name: str) -> list[types.ModuleType]:
     return modules
 
 
-def _is_function(obj) -> bool:
-    return isinstance(obj, types.FunctionType)
+def _functions_inside(value) -> list[types.FunctionType]:
+    """The plain functions an attribute holds: itself, what it wraps (functools.wraps), the function
+    of a staticmethod, classmethod or property; their code can be swapped in place."""
+    found, pending = [], [value]
+    while pending and len(found) < 16:
+        item = pending.pop()
+        if isinstance(item, (staticmethod, classmethod)):
+            pending.append(item.__func__)
+        elif isinstance(item, property):
+            pending += [f for f in (item.fget, item.fset, item.fdel) if f is not None]
+        elif isinstance(item, types.FunctionType) and item not in found:
+            found.append(item)
+            wrapped = vars(item).get("__wrapped__")
+            if wrapped is not None:
+                pending.append(wrapped)
+    return found
 
 
 class Guard:
@@ -117,9 +131,10 @@ class Guard:
             if not path.startswith(package):
                 continue
             for name, value in attributes.items():
-                if _is_function(value):
-                    self.functions[f"{path}.{name}"] = (value, value.__code__, value.__defaults__,
-                                                        value.__kwdefaults__)
+                for depth, function in enumerate(_functions_inside(value)):
+                    label = f"{path}.{name}" + ".__wrapped__" * depth
+                    self.functions.setdefault(id(function), (label, function, function.__code__,
+                                                             function.__defaults__, function.__kwdefaults__))
         self.remembered: dict[str, object] = {}
 
     def remember(self, namespace: dict, names) -> None:
@@ -152,7 +167,7 @@ class Guard:
                         setattr(owner, key, snapshot[key])
                     else:
                         delattr(owner, key)
-        for path, (function, code, defaults, kwdefaults) in self.functions.items():
+        for path, function, code, defaults, kwdefaults in self.functions.values():
             if (function.__code__, function.__defaults__, function.__kwdefaults__) != (code, defaults,
                                                                                       kwdefaults):
                 found.append(f"{path}.__code__")
@@ -291,7 +306,9 @@ class Handler:
 
     def op_describe(self, names) -> dict:
         """What each name the grader's test reads is in the notebook: a function the grader calls
-        through `call`, a value (as plain data), or missing."""
+        through `call`, a value (as plain data), or missing. The helpers that encode it are put
+        back first: a cell may have rewritten them as it may any function."""
+        undone = self.interpreter.reset_python() + self.guard.restore(self.namespace)
         from helpers import wire
 
         kinds, values = {}, {}
@@ -308,7 +325,7 @@ class Handler:
                 else:
                     kinds[name], values[name] = "value", self.namespace[name]
         tree, buffers = wire.encode(values)
-        return {"kinds": kinds, "values": tree, "buffers": buffers}
+        return {"kinds": kinds, "values": tree, "buffers": buffers, "undone": undone}
 
     def op_call(self, collector: str, function: str, inputs) -> dict:
         """Run a check's collector on the student's function, with the grader's interpreter hooks

@@ -27,6 +27,7 @@ from course_tools.guarded_cells import (
     _loaded_names,
     error_output,
     note_output,
+    restored_note,
 )
 
 
@@ -41,6 +42,11 @@ class CallLost(BaseException):
 
 def _compiled(source: str, filename: str):
     return compile(TransformerManager().transform_cell(source), filename, "exec", dont_inherit=True)
+
+
+def _note_undone(cell, reply: dict) -> None:
+    if reply.get("undone"):
+        cell.outputs.append(note_output(restored_note(reply["undone"])))
 
 
 class GraderSideTests:
@@ -68,6 +74,7 @@ class GraderSideTests:
         reply = self.executor._ask_guard(index, "describe", 60, outputs_into=cell, names=names)
         if reply is None or reply.get("status") != "ok":
             raise CallLost("the kernel did not say what the notebook defines")
+        _note_undone(cell, reply)
         values = wire.decode(reply.get("values"), reply.get("buffers") or [])
         found = {}
         for name in names:
@@ -100,10 +107,7 @@ class GraderSideTests:
                     raise NameError(reply.get("evalue"))
                 raise CallLost(f"the kernel could not run the check: {reply.get('ename')}: "
                                f"{reply.get('evalue')}")
-            if reply.get("undone"):
-                cell.outputs.append(note_output(
-                    "The grader restored what the notebook's code had replaced before this test ran: "
-                    + ", ".join(reply["undone"]) + ". Tests run with the real functions.\n"))
+            _note_undone(cell, reply)
             return reply.get("result"), list(reply.get("buffers") or [])
 
         return call

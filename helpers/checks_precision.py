@@ -270,12 +270,24 @@ def check_cast_fate(cast_fate: Callable, values: torch.Tensor, reference: Callab
             raise AssertionError(f"in {dtype}, {v:.9g} should be {w!r}, your function says {g!r}")
 
 
+def autocast_audit_reference(sequential: nn.Module, x: torch.Tensor, dtype: torch.dtype) -> dict:
+    """Exercise 2's answer for a (nested) Sequential, in the grader: each leaf in turn under
+    autocast, named as named_modules() names it, with the dtype it returned."""
+    expected, hidden = {}, x
+    with torch.no_grad(), torch.autocast(x.device.type, dtype=dtype):
+        for name, leaf in sequential.named_modules():
+            if next(leaf.children(), None) is None:
+                hidden = leaf(hidden)
+                expected[name] = hidden.dtype
+    return expected
+
+
 def check_autocast_audit(audit: Callable, model: nn.Module, x: torch.Tensor, dtype: torch.dtype,
-                         label: str, reference: Callable | None = None) -> dict:
+                         label: str, reference: Callable = autocast_audit_reference) -> dict:
     """Exercise 2: run audit(model, x, dtype) once on a copy of `model` and assert its report equals
-    the reference: the test's `reference(model, x, dtype)` replay, or for a ReusedLeafModel a replay
-    of `model` itself (and the copy ran once); then that no hook is left on the copy and its
-    parameters are unchanged. Returns the report."""
+    the reference: `reference(model, x, dtype)` (a replay of a Sequential under autocast, here in
+    the grader), or for a ReusedLeafModel a replay of `model` itself (and the copy ran once); then
+    that no hook is left on the copy and its parameters are unchanged. Returns the report."""
     before = param_snapshot(model)
     outcome = remote.run_student(audit, collect_autocast_audit, model, x, dtype)
     _raise_if_raised("autocast_audit", outcome, AUDIT_ERRORS)

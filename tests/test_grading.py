@@ -6,6 +6,7 @@ others, and its feedback must show the failure message without revealing hidden 
 class per assignment, so that pytest-xdist grades the assignments on different workers.
 """
 
+import base64
 import csv
 import html
 import re
@@ -172,8 +173,22 @@ class GradedDemoClass:
         secret = {line for line in hidden if line not in release}
         for page in (released_course / "feedback").glob(f"*/{self.assignment}/*.html"):
             text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+            text += "\n".join(_decoded_runs(text))
             leaked = sorted(line for line in secret if line in text)
             assert not leaked, f"{page.parent.parent.name}'s feedback shows hidden test code: {leaked[:2]}"
+
+
+def _decoded_runs(text: str) -> list[str]:
+    """What long base64 runs in `text` decode to, read forwards and backwards: a student who prints
+    what their code found, encoded, must not find a hidden test either."""
+    decoded = []
+    for run in re.findall(r"[A-Za-z0-9+/=]{40,}", text):
+        for candidate in (run, run[::-1]):
+            try:
+                decoded.append(base64.b64decode(candidate, validate=True).decode("utf-8", "replace"))
+            except ValueError:
+                pass
+    return decoded
 
 
 for _assignment in GRADED_ASSIGNMENTS:
