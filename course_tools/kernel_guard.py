@@ -49,6 +49,9 @@ GUARDED_PATHS = (
     "torch.amp",
     "torch.amp.GradScaler",
     "torch.autograd",
+    "torch.autograd.graph",
+    # helpers.memory.SavedTensorMeter, which measures in the kernel, enters these hooks.
+    "torch.autograd.graph.saved_tensors_hooks",
     "torch.testing",
     "torch.utils.checkpoint",
     "torch.utils.data",
