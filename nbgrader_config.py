@@ -132,8 +132,3 @@ c.Autograde.autograde_preprocessors = [
 # notebook autograded before NeutraliseActiveContent existed is made inert there too. (nbconvert's
 # own HTMLExporter.sanitize_html would escape tables and images into text.)
 c.HTMLExporter.preprocessors = [NeutraliseActiveContent]
-
-# The lessons whose test cells run in the grader's process: the sandboxed kernel only calls the
-# student's functions and returns plain data (course_tools/verdict.py, helpers/remote.py).
-c.GuardedExecute.verdict_in_grader = ["01_mixed_precision", "02_gradient_accumulation", "03_profiling",
-                                     "04_memory"]

@@ -16,8 +16,9 @@ submission is still graded to completion, in bounded time, whatever its code doe
   `execute_result` as its score (and a non-number as full marks), and code under test can emit
   one, so test cells keep such outputs as plain displays;
 - each kernel runs in a sandbox (course_tools.sandbox) when the machine can make one;
-- a guard (course_tools.kernel_guard) undoes patching of checks, torch and builtins before each
-  test cell and fails a test during which the code under test patched them.
+- test cells run in the grader's process (course_tools.verdict), calling the student's functions
+  in the kernel through a guard (course_tools.kernel_guard) that first undoes patching of
+  helpers, torch and builtins.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from time import monotonic
 from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Dict, Integer, List, Unicode
+from traitlets import Bool, Dict, Integer, Unicode
 
 from course_tools.cells import grade_id, is_read_only, is_test
 from course_tools.guarded_cells import (
@@ -70,11 +71,9 @@ class GuardedExecute(GuardedCells, Execute):
 
     sandbox = Unicode("auto", help="'auto': sandbox kernels when bubblewrap works here; 'off': never; "
                                    "'required': fail grading when it does not work").tag(config=True)
-    guard = Bool(True, help="undo and detect patching of checks, torch and builtins").tag(config=True)
-    verdict_in_grader = List(Unicode(), help=(
-        "assignments whose test cells run in the grader's process, the kernel only calling the "
-        "student's functions (course_tools.verdict); the others' tests run in the kernel under the "
-        "guard")).tag(config=True)
+    guard = Bool(True, help="judge test cells in the grader's process through the kernel guard; False "
+                            "runs them in the kernel as stock nbgrader does (never for grading)"
+                 ).tag(config=True)
     max_output_chars = Integer(200_000, help="output kept per cell, of every kind; the rest is cut"
                                ).tag(config=True)
     max_notebook_output_chars = Integer(2_000_000, help="output kept per notebook; the rest is cut"
@@ -237,10 +236,8 @@ class GuardedExecute(GuardedCells, Execute):
         started, outcome = monotonic(), "kernel lost"
         rejected_before = self._rejected_messages()
         try:
-            if self.guard and is_test(cell) and self._grader_tests is not None:
+            if self.guard and is_test(cell):
                 self._grader_tests.run(cell, index)
-            elif self.guard and is_test(cell):
-                self._run_test(cell, index)
             elif self.guard and is_read_only(cell):
                 self._run_trusted(cell, index)
             else:
@@ -319,8 +316,7 @@ class GuardedExecute(GuardedCells, Execute):
         self._failed_cells: set[int] = set()
         self._deadline = monotonic() + self.submission_timeout
         self._cell_times: list[dict] = []
-        assignment = (self.resources or {}).get("nbgrader", {}).get("assignment")
-        self._grader_tests = GraderSideTests(self) if assignment in self.verdict_in_grader else None
+        self._grader_tests = GraderSideTests(self)
         self._cell_chars: dict[int, int] = {}
         self._cut_cells: set[int] = set()
         self._rejected_by_executor: list[str] = []

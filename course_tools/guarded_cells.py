@@ -21,7 +21,6 @@ from nbclient.util import ensure_async, run_sync
 from nbformat.notebooknode import NotebookNode
 
 from course_tools import kernel_guard
-from course_tools.cells import grade_id
 
 DIED = "KernelDied"
 TIMED_OUT = "CellTimeoutError"
@@ -176,33 +175,6 @@ class GuardedCells:
     def _integrity_error(self, what: str) -> NotebookNode:
         return error_output(TAMPERED, f"the grader could not establish this test's integrity ({what}): the "
                                 "notebook's code interfered with the grader, so the test does not count.")
-
-    def _run_test(self, cell, index: int) -> None:
-        cell.outputs = []
-        reply = self._ask_guard(
-            index, "run_test", self._cell_timeout(), outputs_into=cell, source=cell.source,
-            filename=f"<test cell {grade_id(cell) or index}>",
-            loaded=sorted(_loaded_names(cell.source)), bound=sorted(_bound_names(cell.source)))
-        if reply is None or reply.get("status") != "ok":
-            if reply is None:
-                why = "its request went unanswered"
-            elif reply.get("status") == "guard_error":
-                why = f"the guard failed: {reply.get('ename')}: {reply.get('evalue')}"
-            else:
-                why = "its answer was not the guard's"
-            cell.outputs.append(self._integrity_error(why))
-            return
-        if reply["undone"]:
-            cell.outputs.insert(0, note_output(restored_note(reply["undone"])))
-        if reply.get("interrupted"):
-            cell.outputs.append(error_output(TIMED_OUT, self._timeout_message()))
-            self._failed_cells.add(index)
-            self._check_responsive(index)
-        elif reply["ename"] is not None:
-            cell.outputs.append(error_output(reply["ename"], reply["evalue"]))
-        if reply["tampered"]:
-            cell.outputs.append(error_output(TAMPERED, "while this test ran, the code under test replaced "
-                                       + ", ".join(reply["tampered"]) + "; the test does not count."))
 
     def _run_trusted(self, cell, index: int) -> None:
         """A read-only cell that is not a test (the setup cell): IPython runs it, with its hooks

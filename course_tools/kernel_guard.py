@@ -1,8 +1,8 @@
-"""The grader's guard inside a student's kernel: tests run outside IPython, on the grader's objects.
+"""The grader's guard inside a student's kernel: it answers the grader's requests, never judges.
 
 At autograde, course_tools.execute.GuardedExecute sends this file's source to the student's
-kernel before any notebook cell runs. `install()` snapshots the objects a check relies on
-(builtins, the parts of torch the checks call, every function and class of `helpers`) and the
+kernel before any notebook cell runs. `install()` snapshots the objects the lesson's collectors
+rely on (builtins, the parts of torch they call, every function and class of `helpers`) and the
 interpreter's hooks (IPython's input and AST transformers, events and exception handlers,
 `sys.settrace`/`setprofile`, `sys.meta_path`, `sys.path_hooks`, `sys.modules`, the display and
 exception hooks), adds an audit hook that refuses further audit hooks, and registers a handler
@@ -10,25 +10,22 @@ for the grader's own kernel message, `course_guard_request`. From then on the gr
 guard only through that message, never through a cell, so nothing a solution cell installs in
 IPython's input pipeline sees or rewrites the grader's requests:
 
-- `run_test`: put back every snapshot object, Python hook and remembered global that a student's
-  cell replaced, compile the test cell's source (as the grader holds it, from the release) and
-  run it in the notebook's namespace with no trace or profile function, then list what the code
-  under test replaced while the test ran (the grader fails that test: its verdict cannot be
-  trusted). IPython's transformers and events never see a test, so they are left alone;
+- `describe`: what each name a test reads is in the notebook (a function, a plain value, missing);
+- `call`: run one of the lesson's collectors on the student's function, with the inputs the
+  grader chose, and answer with plain data (helpers.wire);
 - `reset` (IPython's input pipeline too) before a read-only cell that IPython runs, and
-  `remember` after it: the globals those trusted cells bound (`checks_accumulation`, `torch`, ...), as they
-  were right after the cell ran.
+  `remember` after it: the globals those trusted cells bound, as they were right after the cell ran.
 
-The test's source never enters IPython's input history (`In`, `_ih`), so a later cell cannot
-print it. Code in the same process can still reach the guard itself (its handler, its
-snapshots, memory through ctypes) or act from a thread while a test runs: the guard stops the
-patching a student would try and fails closed when its own message goes unanswered; the
-docs/grading-trust.md says what it cannot promise. This module imports nothing at import time.
+Each request first puts back every snapshot object, Python hook and remembered global that a
+student's cell replaced, so a collector measures with the real torch and helpers. No test cell,
+test source or reference ever reaches the kernel: the grader judges in its own process
+(course_tools.verdict). What the guard restores only keeps the evidence a collector reports
+honest for honest students; code in this process can still forge that evidence, and
+docs/grading-trust.md says what that can and cannot buy. This module imports nothing at import time.
 """
 
 from __future__ import annotations
 
-import builtins
 import importlib
 import pkgutil
 import sys
@@ -146,17 +143,16 @@ class Guard:
             if name in namespace:
                 self.remembered[name] = namespace[name]
 
-    def _differences(self, namespace: dict, fix: bool, shadow_names=(), rebound=()) -> list[str]:
+    def restore(self, namespace: dict) -> list[str]:
+        """Undo every replacement of a guarded object; return what was undone."""
         found = []
         for name, module in self.modules.items():
             if sys.modules.get(name) is not module:
                 found.append(f"sys.modules[{name!r}]")
-                if fix:
-                    sys.modules[name] = module
+                sys.modules[name] = module
             if type(module) is not self.module_types[name]:
                 found.append(f"the type of module {name!r}")
-                if fix:
-                    module.__class__ = self.module_types[name]
+                module.__class__ = self.module_types[name]
         for path, snapshot in self.attributes.items():
             owner = self.owners[path]
             current = vars(owner)
@@ -165,39 +161,21 @@ class Guard:
             added = [] if isinstance(owner, types.ModuleType) else [k for k in current if k not in snapshot]
             for key in changed + added:
                 found.append(f"{path}.{key}")
-                if fix:
-                    if key in snapshot:
-                        setattr(owner, key, snapshot[key])
-                    else:
-                        delattr(owner, key)
+                if key in snapshot:
+                    setattr(owner, key, snapshot[key])
+                else:
+                    delattr(owner, key)
         for path, function, code, defaults, kwdefaults in self.functions.values():
             if (function.__code__, function.__defaults__, function.__kwdefaults__) != (code, defaults,
                                                                                       kwdefaults):
                 found.append(f"{path}.__code__")
-                if fix:
-                    function.__code__, function.__defaults__, function.__kwdefaults__ = (
-                        code, defaults, kwdefaults)
+                function.__code__, function.__defaults__, function.__kwdefaults__ = (
+                    code, defaults, kwdefaults)
         for name, value in self.remembered.items():
-            if name not in rebound and namespace.get(name, _MISSING) is not value:
+            if namespace.get(name, _MISSING) is not value:
                 found.append(f"the global {name!r}")
-                if fix:
-                    namespace[name] = value
-        builtin_names = vars(builtins)
-        for name in shadow_names:
-            if name in namespace and name in builtin_names and name not in self.remembered:
-                found.append(f"the global {name!r} (it hid the builtin)")
-                if fix:
-                    del namespace[name]
+                namespace[name] = value
         return found
-
-    def restore(self, namespace: dict, shadow_names=()) -> list[str]:
-        """Undo every replacement of a guarded object; return what was undone."""
-        return self._differences(namespace, fix=True, shadow_names=shadow_names)
-
-    def tampered(self, namespace: dict, rebound=()) -> list[str]:
-        """What is replaced now, left as it is (the grader fails the test that ran); `rebound` are
-        the globals the test cell itself binds."""
-        return self._differences(namespace, fix=False, rebound=rebound)
 
 
 _MISSING = object()
@@ -270,11 +248,6 @@ class Interpreter:
                 else:
                     setattr(sys, name, list(snapshot))
         return found
-
-    def changed_during_test(self) -> list[str]:
-        """A hook set while a test ran that could have changed its verdict (the Guard reports
-        replaced objects and modules)."""
-        return ["a trace function (sys.settrace)"] if sys.gettrace() is not None else []
 
 
 def _refuse_audit_hooks(event: str, args) -> None:
@@ -353,24 +326,6 @@ class Handler:
     def op_remember(self, names) -> dict:
         self.guard.remember(self.namespace, names)
         return {}
-
-    def op_run_test(self, source: str, filename: str, loaded, bound) -> dict:
-        # IPython's transformers and events never see the test: it does not go through IPython.
-        undone = self.interpreter.reset_python() + self.guard.restore(self.namespace, shadow_names=loaded)
-        code = compile(source, filename, "exec", dont_inherit=True)
-        outcome = {"ename": None, "evalue": None}
-        try:
-            exec(code, self.namespace)
-        except BaseException as error:  # a KeyboardInterrupt here is the grader's timeout
-            outcome = {"ename": type(error).__name__, "evalue": _short(error)}
-        finally:
-            sys.settrace(None)
-            sys.setprofile(None)
-        tampered = self.interpreter.changed_during_test() + self.guard.tampered(self.namespace, rebound=bound)
-        self.interpreter.reset_python()
-        if tampered:
-            self.guard.restore(self.namespace)
-        return {"undone": undone, "tampered": tampered, **outcome}
 
 
 def install() -> Guard:

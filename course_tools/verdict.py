@@ -1,6 +1,6 @@
 """Test cells judged in the grader's own process: the student's kernel only runs the student's code.
 
-For the assignments in `GuardedExecute.verdict_in_grader`, a test cell never reaches the kernel.
+A test cell never reaches the kernel, in any assignment.
 The grader runs the notebook's read-only setup cell once in a namespace of its own, then each test
 cell's release source there. The names a test reads that neither the setup nor the test binds are
 the student's: the kernel says what each one is (`describe`); a value comes back as plain data

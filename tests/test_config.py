@@ -162,14 +162,6 @@ def test_guarded_execute_takes_the_course_execute_options():
     assert "still running at the grader's time limit" in guarded.error_on_timeout["evalue"]
 
 
-def test_the_lessons_judged_in_the_grader_exist():
-    """A misspelt lesson in verdict_in_grader would silently keep its tests in the student's kernel."""
-    from course_tools.lessons import assignment_ids
-
-    judged = GuardedExecute(config=load_config()).verdict_in_grader
-    assert judged and set(judged) <= set(assignment_ids(REPO_ROOT))
-
-
 def test_the_demo_class_grades_under_its_own_timeout():
     from course_tools.course import open_course
     from course_tools.demo_class import DEMO_CELL_TIMEOUT_S

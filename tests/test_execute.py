@@ -260,12 +260,14 @@ def test_what_the_code_under_test_displays_never_sets_the_score(tmp_path):
     """nbgrader reads a test cell's first execute_result as its score (a string: full marks)."""
     from nbgrader.utils import determine_grade
 
-    student = ("def answer():\n"
+    student = ("def answer(a, b):\n"
                "    get_ipython().displayhook('full marks please')\n"
                "    get_ipython().displayhook(1.0)\n"
                "    return 41")
-    executed = guarded_run([("setup", "import math"), ("student", student),
-                            ("ex1_test", "assert answer() == 42, 'answer() should be 42'")], tmp_path)
+    setup = "from helpers import remote\nfrom helpers.collect_memory import collect_saved_bytes"
+    test = ("outcome = remote.run_student(answer, collect_saved_bytes, 6, 7)\n"
+            "assert outcome['value'] == 42, 'answer() should be 42'")
+    executed = guarded_run([("setup", setup), ("student", student), ("ex1_test", test)], tmp_path)
     test_cell = executed[2]
     assert [o.output_type for o in test_cell.outputs].count("execute_result") == 0
     assert ("AssertionError", "answer() should be 42") in errors(test_cell)

@@ -17,15 +17,12 @@ def guard():
 
 
 def test_a_fresh_guard_finds_nothing(guard):
-    assert guard.tampered({}) == []
     assert guard.restore({}) == []
 
 
 def test_patched_torch_function_is_restored(guard):
     original = torch.allclose
     torch.allclose = lambda *args, **kwargs: True
-    assert guard.tampered({}) == ["torch.allclose"]
-    assert torch.allclose is not original, "tampered() reports and must not repair"
     assert guard.restore({}) == ["torch.allclose"]
     assert torch.allclose is original
 
@@ -58,24 +55,15 @@ def test_replaced_helper_function_and_its_code(guard):
     assert helpers.checks_accumulation.token_references.__code__ is original_code
 
 
-def test_remembered_globals_come_back_and_shadowed_builtins_go(guard):
+def test_remembered_globals_come_back(guard):
     namespace = {"checks_accumulation": helpers.checks_accumulation, "torch": torch}
     guard.remember(namespace, ["checks_accumulation", "torch", "not_bound_here"])
     namespace["checks_accumulation"] = object()
-    namespace["abs"] = lambda x: 0
     namespace["my_function"] = len  # the student's own names are theirs
-    undone = guard.restore(namespace, shadow_names=["abs", "checks_accumulation"])
-    assert namespace["checks_accumulation"] is helpers.checks_accumulation and "abs" not in namespace
+    undone = guard.restore(namespace)
+    assert namespace["checks_accumulation"] is helpers.checks_accumulation
     assert namespace["my_function"] is len
-    assert set(undone) == {"the global 'checks_accumulation'", "the global 'abs' (it hid the builtin)"}
-
-
-def test_a_test_cell_may_rebind_its_own_globals(guard):
-    namespace = {"result": 1}
-    guard.remember(namespace, ["result"])
-    namespace["result"] = 2
-    assert guard.tampered(namespace, rebound=["result"]) == []
-    assert guard.tampered(namespace) == ["the global 'result'"]
+    assert undone == ["the global 'checks_accumulation'"]
 
 
 def test_replaced_module_in_sys_modules(guard, monkeypatch):
@@ -100,4 +88,4 @@ def test_ordinary_training_and_spies_leave_no_trace(guard):
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    assert guard.tampered({}) == []
+    assert guard.restore({}) == []

@@ -35,7 +35,7 @@ def judged(tmp_path, *student_cells, **options):
                      graded(f"ex{number}_test", TEST, grade=True, points=1))
     notebook = new_notebook(cells=cells)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    executor = GuardedExecute(guard=True, sandbox="off", kernel_name="python3", verdict_in_grader=["a1"],
+    executor = GuardedExecute(guard=True, sandbox="off", kernel_name="python3",
                               **options)
     resources = {"metadata": {"path": str(tmp_path)}, "nbgrader": {"assignment": "a1"}}
     executed, _ = executor.preprocess(notebook, resources)
