@@ -13,15 +13,18 @@ test cell, Validate) both halves run in one process, the inputs and the result s
 round trip through helpers.wire, so a check behaves the same on both transports. At grading the
 test cell runs in the grader's process: the student's functions there are `StudentFunction`s,
 names the grader asks the sandboxed kernel to call, and only the collector's plain data comes
-back. A kernel can then lie about what the student's function returned only by returning the
-right answer, which is solving the exercise; what only the student's process can observe (a
-count of calls, a warning) can cost points when it shows a broken requirement, never earn them.
+back. A test may also call one directly (`assert add(1, 2) == 3`): that is `plain_call`, one
+round trip that returns the value as exact built-in types. A kernel can then lie about what
+the student's function returned only by returning the right answer, which is solving the
+exercise; what only the student's process can observe (a count of calls, a warning) can cost
+points when it shows a broken requirement, never earn them.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from helpers import wire
@@ -52,8 +55,12 @@ class StudentFunction:
         self.channel = channel
 
     def __call__(self, *args, **kwargs):
-        raise TypeError(f"{self.name} runs in the student's kernel: a check calls it through "
-                        "helpers.remote.run_student")
+        """A plain call from a test (`assert add(1, 2) == 3`): the arguments travel to the kernel, the
+        student's function runs there, and only what it returned comes back, as plain data; what it
+        raised becomes the test's failure, in the course's words."""
+        outcome = run_student(self, plain_call, *args, **kwargs)
+        raise_if_raised(self.name, outcome)
+        return outcome["value"]
 
     def __repr__(self) -> str:
         return f"<the student's {self.name}>"
@@ -61,17 +68,29 @@ class StudentFunction:
 
 @dataclass(frozen=True)
 class Raised:
-    """What a student's function raised, as the check reads it: the exception's type name and text."""
+    """What a student's function raised, as the check reads it: the exception's type name, its
+    text and the line of the student's own code that raised it (empty when unknown)."""
 
     type: str
     message: str
+    line: str = ""
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message}"
 
 
+def _student_line(error: BaseException) -> str:
+    """The last line of the traceback that is the student's code: not torch's, nor the course's."""
+    lines = [frame.line or "" for frame in traceback.extract_tb(error.__traceback__)
+             if not any(part in frame.filename for part in _LIBRARY_PARTS)]
+    return lines[-1].strip()[:200] if lines else ""
+
+
+_LIBRARY_PARTS = ("site-packages", "dist-packages", "/helpers/", "/lib/python")
+
+
 def called(function: Callable, *args, **kwargs) -> dict:
-    """Collector-side: {"value": what function returned} or {"raised": {"type", "message"}}.
+    """Collector-side: {"value": what function returned} or {"raised": {"type", "message", "line"}}.
 
     A KeyboardInterrupt (the grader's timeout) is not caught."""
     try:
@@ -81,7 +100,8 @@ def called(function: Callable, *args, **kwargs) -> dict:
             message = str(error)
         except Exception:  # noqa: BLE001 - an exception whose str() fails still gets reported
             message = "(its message could not be read)"
-        return {"raised": {"type": type(error).__name__, "message": message[:4000]}}
+        return {"raised": {"type": type(error).__name__, "message": message[:4000],
+                           "line": _student_line(error)}}
 
 
 def raised_of(outcome: dict) -> Raised | None:
@@ -90,10 +110,71 @@ def raised_of(outcome: dict) -> Raised | None:
     raised = outcome.get("raised") if isinstance(outcome, dict) else None
     if not isinstance(raised, dict):
         return None
-    result = Raised(str(raised.get("type")), str(raised.get("message")))
+    line = raised.get("line")
+    result = Raised(str(raised.get("type")), str(raised.get("message")),
+                    line if isinstance(line, str) else "")
     if result.type == "NotImplementedError":
         raise NotImplementedError(result.message)
     return result
+
+
+# Errors whose cause is the same in every lesson, worded once. Each is matched on Python's or
+# torch's own message, so its words appear only when that message is the error.
+COMMON_ERRORS = (
+    ("'NoneType' object has no attribute",
+     "your code used a None as if it were a tensor. In these exercises that None is usually a "
+     "parameter's .grad: it is None on a fresh model until the first backward, and after "
+     "zero_grad(set_to_none=True). Clear old gradients with optimizer.zero_grad(set_to_none=True) "
+     "(or model.zero_grad), which handles both"),
+    ("element 0 of tensors does not require grad and does not have a grad_fn",
+     "backward ran on a tensor that autograd did not record: the loss was computed under "
+     "torch.no_grad() or from detached values (.detach(), .item(), a new tensor)"),
+    ("Trying to backward through the graph a second time",
+     "backward ran twice through the same graph: run one forward for every backward"),
+    ("Expected all tensors to be on the same device",
+     "tensors on different devices met in one operation: move every batch and every running "
+     "total to the model's device (next(model.parameters()).device)"),
+)
+
+
+def failure(function: str, error: Raised, *, known: Sequence[tuple[str, str]] = (), advice: str = "",
+            expected: str = "") -> AssertionError:
+    """The one way a check says that the student's `function` raised `error` while it was tested.
+
+    The lesson's `known` errors (pattern, the course's words) are tried first, then `advice`,
+    which a check that knows the cause from its own inputs passes, then the errors every lesson
+    shares (COMMON_ERRORS). An error nobody recognises is not explained: the message says what the test was
+    checking (`expected`, e.g. "returns one float per update") and where the student's code
+    raised, without guessing a cause."""
+    where = f" at `{error.line}`" if error.line else ""
+    said = f"{function} stopped with {error}{where}"
+    for pattern, words in known:
+        if pattern in error.message:
+            return AssertionError(f"{said}; {words}")
+    if advice:
+        return AssertionError(f"{said}; {advice}")
+    for pattern, words in COMMON_ERRORS:
+        if pattern in error.message:
+            return AssertionError(f"{said}; {words}")
+    checking = f"that {function} {expected}" if expected else "what the exercise asks"
+    return AssertionError(f"{said}; the test was checking {checking}, and the error comes from your code "
+                          "(run this test cell in your notebook to see its traceback)")
+
+
+def raise_if_raised(function: str, outcome: dict, **wording) -> None:
+    """failure(...) raised if the collector's `outcome` says the student's function raised."""
+    error = raised_of(outcome)
+    if error is not None:
+        raise failure(function, error, **wording)
+
+
+@collector
+def plain_call(function: Callable, *args, **kwargs) -> dict:
+    """The collector of a plain call: what function(*args, **kwargs) returned or raised."""
+    from helpers.capture import stderr_on_stdout
+
+    with stderr_on_stdout():
+        return called(function, *args, **kwargs)
 
 
 def serve(name: str, function: Callable, tree, buffers) -> tuple[object, list[bytes]]:

@@ -80,7 +80,9 @@ def test_a_check_reads_what_the_students_function_returned_or_raised():
     outcome = remote.run_student(lambda t: t * 2, collect_doubled, torch.ones(2))
     assert torch.equal(outcome["value"], torch.full((2,), 2.0))
     outcome = remote.run_student(lambda t: 1 / 0, collect_doubled, torch.ones(2))
-    assert remote.raised_of(outcome) == remote.Raised("ZeroDivisionError", "division by zero")
+    raised = remote.raised_of(outcome)
+    assert (raised.type, raised.message) == ("ZeroDivisionError", "division by zero")
+    assert "1 / 0" in raised.line       # the student's own line that raised, for the diagnosis
 
     def stub(values):
         raise NotImplementedError("write your solution here")
