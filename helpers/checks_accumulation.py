@@ -37,6 +37,7 @@ from helpers.grads import clone_model, compare, fill_grads, grad_snapshot, param
 # The test cells call checks_accumulation.token_references; the lesson's own cells need it too, so
 # it lives in helpers.grads, which the kernel keeps at grading.
 from helpers.grads import token_references as token_references
+from helpers.memory import SavedTensorMeter
 
 GRADER_ONLY = True
 
@@ -216,24 +217,86 @@ def diagnose_gradient(candidate: GradDict, cycle: CycleReference, update: int, c
 
 _NOT_GIVEN = object()
 
+# A correct loop holds one micro-batch's saved activations at a time. A forward or a backward over
+# two or more micro-batches at once holds about twice as much or more; 1.5x separates the two with
+# room for another, equivalent way of writing the loss.
+MEMORY_SLACK = 1.5
+
+
+def micro_batch_peak(model: nn.Module, loss_fn: Callable, micro_batches: Sequence[Batch]) -> int:
+    """The most bytes of saved activations one forward and backward of a single micro-batch holds,
+    over `micro_batches` (each on its own copy of the model and of the batch, as the student's
+    kernel receives them): what a correct accumulation loop peaks at."""
+    peak = 0
+    for x, y in micro_batches:
+        twin = clone_model(model)
+        with SavedTensorMeter(twin) as saved:
+            loss_fn(twin(x.clone()), y.clone()).backward()
+        peak = max(peak, saved.peak)
+    return peak
+
+
+def check_activation_memory(peak_saved, single_peak: int, backwards: int, num_micro_batches: int) -> None:
+    """The one requirement the parameters cannot show: at most one micro-batch's activations
+    alive at once (`peak_saved`, what the student's kernel measured, against `single_peak`). The
+    backward count only explains a failure."""
+    if not isinstance(peak_saved, int) or isinstance(peak_saved, bool) or peak_saved < 0:
+        raise AssertionError("could not read how much memory your loop's autograd graph held")
+    if single_peak > 0 and peak_saved > MEMORY_SLACK * single_peak:
+        counted = (f"; backward ran {backwards} times for {num_micro_batches} micro-batches"
+                   if backwards != num_micro_batches else "")
+        raise AssertionError(
+            f"the result is right, but the autograd graph held {peak_saved / single_peak:.1f} micro-batches' "
+            f"activations at once ({peak_saved} bytes; one micro-batch needs {single_peak}){counted}: run "
+            "one forward and one backward per micro-batch, so that each backward frees its activations "
+            "before the next forward (holding a whole cycle's is what accumulation exists to avoid)")
+
 
 def check_updates(log, reference: Reference,
                   returned_losses: Sequence[float] | None = _NOT_GIVEN, *,
-                  final_params: GradDict | None = None, stale_grads: GradDict | None = None) -> None:
+                  final_params: GradDict | None = None, stale_grads: GradDict | None = None,
+                  activation_peaks: tuple[object, int] | None = None) -> None:
     """Assert that a recorded run made the reference's updates; the message names the first mistake.
 
     `log` is a helpers.spies.CallLog recorded with model= and optimizer=; `reference` the
     reference_run of the same cycles (it knows each cycle's size); `returned_losses` what the
     student's function returned (a list of Python floats, one per update; omit it to skip that
     check); `final_params` the student's parameters after the run; `stale_grads` what .grad held
-    before the run.
+    before the run; `activation_peaks` (the student's peak of saved activations, one micro-batch's)
+    judges memory once the parameters are right (without it, the backward passes are counted).
     """
+    n = reference.num_micro_batches
+    backwards = log.count("backward")
+    if final_params is not None and compare(final_params, reference.final_params).close(rtol=RTOL, atol=ATOL):
+        # The outcome is right. What the parameters cannot show is the memory it took: one
+        # micro-batch's activations at a time is what accumulation is for.
+        if activation_peaks is not None:
+            check_activation_memory(*activation_peaks, backwards, n)
+        elif backwards != n:
+            raise AssertionError(
+                f"the final parameters are right, but backward ran {backwards} times for {n} micro-batches: "
+                "run one forward and one backward per micro-batch (a backward over a whole cycle at once "
+                "keeps every micro-batch's activations in memory, which accumulation exists to avoid)")
+        if returned_losses is not _NOT_GIVEN:
+            check_returned_losses(returned_losses, [cycle.loss for cycle in reference.cycles])
+        return
+    _explain_wrong_updates(log, reference, backwards, stale_grads)
+    if final_params is not None:
+        result = compare(final_params, reference.final_params)
+        raise AssertionError("the gradients each step saw were right but the final parameters are not "
+                             f"({result}): change the parameters only through optimizer.step()")
+    if returned_losses is not _NOT_GIVEN:
+        check_returned_losses(returned_losses, [cycle.loss for cycle in reference.cycles])
+
+
+def _explain_wrong_updates(log, reference: Reference, backwards: int, stale_grads: GradDict | None) -> None:
+    """Name what made the updates differ from the reference's: the backward or step counts, then the
+    first update whose gradient differs (a classic mistake, or old gradients leaking in)."""
     k, n = reference.accum_steps, reference.num_micro_batches
     expected_updates = len(reference.cycles)
     steps = log.of("step")
-    backwards = log.count("backward")
     if backwards != n:
-        raise AssertionError(f"loss.backward() ran {backwards} times for {n} micro-batches: "
+        raise AssertionError(f"backward ran {backwards} times for {n} micro-batches: "
                              "run exactly one backward per micro-batch")
     if len(steps) != expected_updates:
         if len(steps) == n:
@@ -257,13 +320,6 @@ def check_updates(log, reference: Reference,
                                     stale=stale_grads if update == 1 else None)
         if problem:
             raise AssertionError(problem)
-    if final_params is not None:
-        result = compare(final_params, reference.final_params)
-        if not result.close(rtol=RTOL, atol=ATOL):
-            raise AssertionError("the gradients were right but the final parameters are not "
-                                 f"({result}): change the parameters only through optimizer.step()")
-    if returned_losses is not _NOT_GIVEN:
-        check_returned_losses(returned_losses, [cycle.loss for cycle in reference.cycles])
 
 
 def check_returned_losses(returned, expected: Sequence[float], rtol: float = 1e-4) -> None:
@@ -341,6 +397,10 @@ TORCH_ERRORS = (
     ("unscale_() has already been called on this optimizer since the last update()",
      "scaler.unscale_(optimizer) ran twice in one cycle: unscale once per cycle, after the last "
      "micro-batch's backward, right before clipping"),
+    ("unscale_() is being called after step()",
+     "scaler.unscale_(optimizer) ran after a scaler.step(optimizer) with no scaler.update() between "
+     "them: the scaler clears its per-optimizer state only in update(), so call scaler.update() "
+     "once right after every scaler.step(optimizer)"),
     ("step() has already been called since the last update()",
      "scaler.step(optimizer) ran twice without scaler.update() between them: step and update once "
      "per cycle, after the last micro-batch's backward"),
@@ -350,30 +410,26 @@ TORCH_ERRORS = (
 )
 
 
-def student_error(function: str, error: remote.Raised, *, num_micro_batches: int | None = None,
-                  accum_steps: int | None = None, ignore_index: int | None = None) -> AssertionError:
-    """The AssertionError a test raises when the student's `function` raised `error`: GradScaler's
-    errors named by TORCH_ERRORS; with `num_micro_batches` and `accum_steps` (none of the
-    micro-batches empty), a ZeroDivisionError named as an empty cycle; with `ignore_index`,
-    cross_entropy's "Target <ignore_index> is out of bounds" as an ignore_index not passed on.
-    Any other error is quoted as it was raised."""
+def student_error(function: str, error: remote.Raised, *, expected: str = "",
+                  num_micro_batches: int | None = None, accum_steps: int | None = None,
+                  ignore_index: int | None = None) -> AssertionError:
+    """remote.failure for this lesson: GradScaler's errors named by TORCH_ERRORS; with
+    `num_micro_batches` and `accum_steps` (none of the micro-batches empty), a ZeroDivisionError
+    named as an empty cycle; with `ignore_index`, cross_entropy's "Target <ignore_index> is out of
+    bounds" as an ignore_index not passed on. `expected` says what the test was checking."""
     known = list(TORCH_ERRORS)
     if ignore_index is not None:
         known.append((f"Target {ignore_index} is out of bounds",
-                      f"The padding targets hold ignore_index={ignore_index}, and cross_entropy took them "
+                      f"the padding targets hold ignore_index={ignore_index}, and cross_entropy took them "
                       "for a class: pass ignore_index=ignore_index on to F.cross_entropy (and count the "
                       "real tokens with it)"))
-    for pattern, advice in known:
-        if pattern in error.message:
-            return AssertionError(f"{function} stopped with {error} {advice}")
+    advice = ""
     if error.type == "ZeroDivisionError" and num_micro_batches is not None and accum_steps is not None:
         cycles = math.ceil(num_micro_batches / accum_steps)
-        return AssertionError(
-            f"{function} stopped with {error}. The test passed {num_micro_batches} "
-            f"micro-batches, none of them empty, with accum_steps={accum_steps}: that makes {cycles} "
-            f"cycles (ceil({num_micro_batches} / {accum_steps})), and a count of zero means your loop "
-            "made one more, empty cycle")
-    return AssertionError(f"{function} stopped with {error}")
+        advice = (f"the test passed {num_micro_batches} micro-batches, none of them empty, with "
+                  f"accum_steps={accum_steps}: that makes {cycles} cycles (ceil({num_micro_batches} / "
+                  f"{accum_steps})), and a count of zero means your loop made one more, empty cycle")
+    return remote.failure(function, error, known=known, advice=advice, expected=expected)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -433,11 +489,12 @@ def _cycles(micro_batches: Sequence[Batch], accum_steps: int) -> list[Sequence[B
 
 
 def check_training(train: Callable, name: str, model: nn.Module, micro_batches: Sequence[Batch],
-                   accum_steps: int, reference: Reference, *, lr: float, old_seed: int,
+                   accum_steps: int, reference: Reference, *, lr: float, old_seed: int | None,
                    old_scale: float = 1.0, where: str | None = None, name_empty_cycle: bool = False):
     """Exercises 1 and 2: on a copy of `model` whose .grad holds old gradients (fill_grads(old_scale,
-    old_seed)), run train(model, SGD(lr), F.cross_entropy, micro_batches, accum_steps) under the
-    spies (collect_training), and assert with check_updates that it made `reference`'s updates:
+    old_seed); old_seed=None: a fresh copy, every .grad None, as before a first backward), run
+    train(model, SGD(lr), F.cross_entropy, micro_batches, accum_steps) under the spies
+    (collect_training), and assert with check_updates that it made `reference`'s updates:
     backward and step counts, each update's gradient (no old gradient leaking in), the final
     parameters, the returned losses. The test's `model` is not touched.
 
@@ -446,26 +503,30 @@ def check_training(train: Callable, name: str, model: nn.Module, micro_batches: 
     ZeroDivisionError as one cycle too many. Returns the call log.
     """
     model = clone_model(model)
-    old = fill_grads(model, scale=old_scale, seed=old_seed)
+    old = None if old_seed is None else fill_grads(model, scale=old_scale, seed=old_seed)
     outcome = remote.run_student(train, collect_training, model, {"kind": "SGD", "lr": lr}, F.cross_entropy,
                                  list(micro_batches), accum_steps)
     error = remote.raised_of(outcome)
     if error is not None:
         sizes = {"num_micro_batches": len(micro_batches), "accum_steps": accum_steps}
-        raise student_error(name, error, **(sizes if name_empty_cycle else {}))
+        raise student_error(name, error, expected="makes the full-batch updates of every cycle",
+                            **(sizes if name_empty_cycle else {}))
     log = call_log(outcome)
     final_params = returned_tensors(outcome, "params", param_snapshot(model), "the final parameters")
-    _step_grads_readable(log, old)
+    _step_grads_readable(log, param_snapshot(model))
+    peaks = (outcome.get("peak_saved"), micro_batch_peak(model, F.cross_entropy, micro_batches))
     with prefixed(where):
-        check_updates(log, reference, outcome["value"], final_params=final_params, stale_grads=old)
+        check_updates(log, reference, outcome["value"], final_params=final_params, stale_grads=old,
+                      activation_peaks=peaks)
     return log
 
 
 def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batches: Sequence[Batch],
                              ignore_index: int, references: tuple[GradDict, GradDict, float], *,
-                             old_seed: int, where: str | None = None, unseen: bool = False):
+                             old_seed: int | None, where: str | None = None, unseen: bool = False):
     """Exercise 3: on a copy of `model` whose .grad holds the caller's gradients (noise of std 0.1,
-    `old_seed`), run accumulate(model, micro_batches, ignore_index=ignore_index) under the spies
+    `old_seed`; None: a fresh copy, every .grad None, as zero_grad(set_to_none=True) leaves it),
+    run accumulate(model, micro_batches, ignore_index=ignore_index) under the spies
     (collect_token_accumulation), and assert one backward per micro-batch, that .grad grew by the
     full-batch token-mean gradient (check_token_gradients) and that it returned the mean loss as
     a float (relative 1e-4). The test's `model` is not touched.
@@ -479,20 +540,35 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
         where = (f"with ignore_index={ignore_index} and {[len(i) for i, _ in micro_batches]} sequences per "
                  "micro-batch")
     model = clone_model(model)
-    old = fill_grads(model, scale=0.1, seed=old_seed)
+    old = None if old_seed is None else fill_grads(model, scale=0.1, seed=old_seed)
     outcome = remote.run_student(accumulate, collect_token_accumulation, model, list(micro_batches),
                                  ignore_index)
     error = remote.raised_of(outcome)
     if error is not None:
-        raise student_error("accumulate_token_gradients", error, ignore_index=ignore_index)
+        raise student_error("accumulate_token_gradients", error, ignore_index=ignore_index,
+                            expected="adds the cycle's token-mean gradient to .grad")
     log, returned = call_log(outcome), outcome["value"]
+    # The gradient cannot show whether the cycle ran as one graph: the memory the graph held can,
+    # and a graph over the whole cycle also explains a wrong gradient best, so it comes first.
     backwards = log.count("backward")
-    if backwards != len(micro_batches):
+    single = micro_batch_peak(model, lambda logits, targets: F.cross_entropy(
+        logits.flatten(0, 1), targets.flatten(), ignore_index=ignore_index), micro_batches)
+    try:
+        check_activation_memory(outcome.get("peak_saved"), single, backwards, len(micro_batches))
+    except AssertionError as failure:
+        raise AssertionError(f"{where}: run one forward and one backward per micro-batch" if unseen
+                             else f"{where}: {failure}") from None
+    try:
+        with prefixed(where):
+            check_token_gradients(returned_tensors(outcome, "grads", param_snapshot(model), ".grad"), full,
+                                  naive, before=old)
+    except AssertionError:
+        if backwards == len(micro_batches):
+            raise
+        # A wrong gradient from too few or too many backward passes: the count names the cause.
         raise AssertionError(f"{where}: run one backward per micro-batch" if unseen else (
             f"{where}: backward ran {backwards} times for {len(micro_batches)} micro-batches: "
-            "run one forward and one backward per micro-batch (that is what keeps memory low)"))
-    with prefixed(where):
-        check_token_gradients(returned_tensors(outcome, "grads", old, ".grad"), full, naive, before=old)
+            "run one forward and one backward per micro-batch (that is what keeps memory low)")) from None
     if unseen:
         if not (isinstance(returned, float) and math.isclose(returned, loss, rel_tol=1e-4)):
             raise AssertionError(f"{where}: returned loss {returned!r}, but the mean loss over the real "
@@ -514,11 +590,13 @@ class AmpRun:
     GradScaler's scale at the end."""
 
     params: GradDict
-    old: GradDict
+    old: GradDict | None
     log: spies.CallLog
     losses: object
     dtypes: set[torch.dtype]
     scale: float
+    growth_tracker: int
+    peak_saved: object
 
 
 @dataclass
@@ -533,44 +611,61 @@ class AmpAccumulationChecks:
     lr: float = 0.5
 
     def run(self, seed: int, micro_batches: Sequence[Batch], accum_steps: int, max_norm: float,
-            amp_dtype: torch.dtype | None = None, init_scale: float = 1024.0) -> AmpRun:
-        """The student's loop on a fresh MLP(seed) whose .grad holds old gradients (seed `seed`), with
-        SGD(lr) and GradScaler("cpu", init_scale) built next to it (collect_amp_training)."""
+            amp_dtype: torch.dtype | None = None, init_scale: float = 1024.0, fresh: bool = False) -> AmpRun:
+        """The student's loop on a new MLP(seed) whose .grad holds old gradients (seed `seed`; `fresh`:
+        none, every .grad None), with SGD(lr) and GradScaler("cpu", init_scale) built next to it
+        (collect_amp_training)."""
         model = models.MLP(6, 8, 3, seed=seed)
-        old = fill_grads(model, seed=seed)
+        old = None if fresh else fill_grads(model, seed=seed)
         outcome = remote.run_student(self.train, collect_amp_training, model, {"kind": "SGD", "lr": self.lr},
                                      {"device": "cpu", "init_scale": init_scale}, F.cross_entropy,
                                      list(micro_batches), accum_steps, max_norm, amp_dtype)
         error = remote.raised_of(outcome)
         if error is not None:
-            raise student_error("train_accumulated_amp", error)
+            raise student_error("train_accumulated_amp", error,
+                                expected="makes one scaled, clipped update per cycle")
         log = call_log(outcome)
-        _step_grads_readable(log, old)
+        _step_grads_readable(log, param_snapshot(model))
         params = returned_tensors(outcome, "params", param_snapshot(model), "the final parameters")
         dtypes, scale = outcome.get("dtypes"), outcome.get("scale")
         dtypes = {d for d in dtypes if isinstance(d, torch.dtype)} if isinstance(dtypes, list) else set()
         scale = scale if isinstance(scale, float) else math.nan
-        return AmpRun(params, old, log, outcome["value"], dtypes, scale)
+        growth = outcome.get("growth_tracker")
+        return AmpRun(params, old, log, outcome["value"], dtypes, scale,
+                      growth if isinstance(growth, int) and not isinstance(growth, bool) else -1,
+                      outcome.get("peak_saved"))
 
     def _reference(self, seed: int, cycles: Sequence[Sequence[Batch]], max_norm: float | None) -> Reference:
         return self.reference(models.MLP(6, 8, 3, seed=seed), cycles, max_norm)
 
     def check_updates(self, seed: int, micro_batches: Sequence[Batch], accum_steps: int, max_norm: float, *,
-                      clip: bool = True, where: str | None = None) -> AmpRun:
-        """Without autocast: assert the first Linear layer ran in float32, the GradScaler call pattern
-        (check_amp_calls) and check_updates against the reference of the same cycles, clipped to
-        max_norm (`clip=False`: unclipped, for a max_norm too large to bind). `where` starts the
-        messages of the last two."""
-        run = self.run(seed, micro_batches, accum_steps, max_norm)
-        if run.dtypes != {torch.float32}:
+                      clip: bool = True, where: str | None = None, fresh: bool = False) -> AmpRun:
+        """Without autocast: check_updates against the reference of the same cycles, clipped to
+        max_norm (`clip=False`: unclipped, for a max_norm too large to bind), then the scaler's
+        state (one scaler.update() per cycle). Wrong parameters are explained first by the forward's
+        dtype and the GradScaler call pattern (check_amp_calls). `where` starts the messages;
+        `fresh` runs on a model without gradients."""
+        run = self.run(seed, micro_batches, accum_steps, max_norm, fresh=fresh)
+        cycles = _cycles(micro_batches, accum_steps)
+        reference = self._reference(seed, cycles, max_norm if clip else None)
+        # The final parameters decide; the spies' record names the mistake once they are wrong.
+        params_right = compare(run.params, reference.final_params).close(rtol=RTOL, atol=ATOL)
+        if not params_right and run.dtypes != {torch.float32}:
             raise AssertionError(
                 f"with amp_dtype=None the first Linear layer ran in {run.dtypes}: autocast must be off, pass "
                 "enabled=amp_dtype is not None (with dtype=None autocast falls back to its default dtype)")
-        cycles = _cycles(micro_batches, accum_steps)
         with prefixed(where):
-            check_amp_calls(run.log, num_micro_batches=len(micro_batches), num_updates=len(cycles))
-            check_updates(run.log, self._reference(seed, cycles, max_norm if clip else None), run.losses,
-                          final_params=run.params, stale_grads=run.old)
+            if not params_right:
+                check_amp_calls(run.log, num_micro_batches=len(micro_batches), num_updates=len(cycles))
+            single = micro_batch_peak(models.MLP(6, 8, 3, seed=seed), F.cross_entropy, micro_batches)
+            check_updates(run.log, reference, run.losses, final_params=run.params, stale_grads=run.old,
+                          activation_peaks=(run.peak_saved, single))
+            # Finite updates leave the scale alone; only scaler.update() counts them in its tracker.
+            if run.growth_tracker != len(cycles) or run.scale != 1024.0:
+                raise AssertionError(
+                    f"the parameters are right, but after {len(cycles)} finite updates the GradScaler holds "
+                    f"scale {run.scale:g} with {run.growth_tracker} updates counted (expected 1024 and "
+                    f"{len(cycles)}): call scaler.update() once per cycle, after scaler.step(optimizer)")
         return run
 
     def check_skips_inf(self, seed: int, micro_batches: Sequence[Batch], accum_steps: int, max_norm: float, *,
@@ -586,13 +681,14 @@ class AmpAccumulationChecks:
         cycles, skipped = _cycles(micro_batches, accum_steps), index // accum_steps
         kept = [cycle for number, cycle in enumerate(cycles) if number != skipped]
         steps, where = run.log.count("step"), f"{ORDINALS[skipped]} of {NUMBERS[len(cycles)]} cycles"
-        if steps != len(kept):
+        after = compare(run.params, self._reference(seed, kept, max_norm).final_params)
+        # The parameters decide; the optimizer's real steps only name why they are wrong.
+        if not after.close(rtol=1e-4, atol=1e-6) and steps != len(kept):
             raise AssertionError(
                 f"with an inf in the {where} the optimizer really stepped {steps} times, not {len(kept)}: "
                 "let scaler.step(optimizer) skip the cycle whose gradients hold inf" if unseen else
                 f"the optimizer really stepped {steps} times, but the {ORDINALS[skipped]} cycle's gradients "
                 "hold inf: let scaler.step(optimizer) decide, it skips such steps")
-        after = compare(run.params, self._reference(seed, kept, max_norm).final_params)
         if not after.close(rtol=1e-4, atol=1e-6):
             raise AssertionError(
                 f"with an inf in the {ORDINALS[skipped]} cycle the parameters are not those of the "

@@ -39,11 +39,6 @@ PLAN_KEYS = ("micro_batch", "accum_steps", "checkpointing")
 RTOL, ATOL = 1e-5, 1e-7
 
 
-def _raised(function: str, error: remote.Raised, hint: str = "") -> AssertionError:
-    """The AssertionError a test raises when the student's function raised `error`."""
-    return AssertionError(f"{function} stopped with {error}" + (hint and f"; {hint}"))
-
-
 def _bytes(t: torch.Tensor | nn.Parameter) -> int:
     return t.numel() * t.element_size()
 
@@ -105,7 +100,8 @@ def check_training_bytes(predict: Callable, model: nn.Module, optimizer_names: I
             hint = ("before any step p.grad is None: predict from the parameters themselves "
                     "(p.numel(), p.element_size())"
                     if error.type == "AttributeError" and "NoneType" in error.message else "")
-            raise _raised("predict_training_bytes", error, hint)
+            raise remote.failure("predict_training_bytes", error, advice=hint,
+                                 expected="predicts the bytes of every slice for each optimizer")
         predicted = outcome["value"]
         if not isinstance(predicted, Mapping):
             raise AssertionError(f"predict_training_bytes should return a dict with the keys {list(PARTS)}, "
@@ -184,7 +180,8 @@ def check_saved_bytes(predict: Callable, models: Iterable[nn.Sequential], batch_
                             "the width, and a LayerNorm's is layer.normalized_shape[0]")
                 elif error.type == "TypeError" and "tuple" in error.message:
                     hint = "a LayerNorm's normalized_shape is a tuple: its width is layer.normalized_shape[0]"
-                raise _raised("predict_saved_bytes", error, hint)
+                raise remote.failure("predict_saved_bytes", error, advice=hint,
+                                 expected="predicts the bytes this model saves for backward")
             got = outcome["value"]
             gap = got - want if isinstance(got, int) and not isinstance(got, bool) else None
             assert got == want, (
@@ -215,7 +212,8 @@ def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Te
         hint = ("checkpoint's first argument is the function to run: a function of the segment's blocks "
                 "or nn.Sequential(*blocks)" if error.type == "TypeError" and "not callable" in error.message
                 else "")
-        raise _raised("checkpointed_forward", error, hint)
+        raise remote.failure("checkpointed_forward", error, advice=hint,
+                                 expected="gives model(x)'s output and gradients, one saved input a segment")
     assert not [w for w in seen["warnings"] if "use_reentrant" in w], (
         "checkpoint warned about use_reentrant: pass use_reentrant=False explicitly")
     out = seen.get("output")
@@ -304,7 +302,8 @@ def _call_planner(plan: Callable, effective_batch: int, budget: int, model: nn.M
     elif (error.type == "TypeError" and "positional argument" in error.message
           and "checkpointing" in error.message):
         hint = "call measure(micro_batch, checkpointing) with both arguments"
-    raise _raised("plan_micro_batches", error, hint)
+    raise remote.failure("plan_micro_batches", error, advice=hint,
+                                 expected="returns the fastest plan that fits the budget")
 
 
 def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: int) -> dict:

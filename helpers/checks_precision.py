@@ -15,7 +15,7 @@ GRADER_ONLY: inside the grading sandbox a stub stands in its place.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -72,6 +72,10 @@ AMP_STEP_ERRORS = (
     ("unscale_() has already been called on this optimizer since the last update()",
      "scaler.unscale_(optimizer) ran twice in one step: unscale once, after backward and before "
      "clipping; scaler.step knows the gradients are already unscaled"),
+    ("unscale_() is being called after step()",
+     "scaler.unscale_(optimizer) ran after a scaler.step(optimizer) with no scaler.update() between "
+     "them: the scaler clears its per-optimizer state only in update(), so call scaler.update() "
+     "once right after every scaler.step(optimizer)"),
     ("No inf checks were recorded for this optimizer",
      "scaler.step(optimizer) found no gradients: they were cleared between backward and step. "
      "Clear old gradients at the start of the step, before the forward pass"),
@@ -83,18 +87,6 @@ AMP_STEP_ERRORS = (
     ("outputs must be a Tensor",
      "scaler.scale() needs the loss tensor: call .item() only for the value you return"),
 )
-
-
-def _raise_if_raised(function: str, outcome: dict, known: Sequence[tuple[str, str]]) -> None:
-    """What `helpers.capture.running` said in the student's process, said here from a `called`
-    outcome: an error whose message holds a pattern of `known` quoted with the course's words."""
-    error = remote.raised_of(outcome)
-    if error is None:
-        return
-    for pattern, advice in known:
-        if pattern in error.message:
-            raise AssertionError(f"{function} stopped with {error} {advice}")
-    raise AssertionError(f"{function} stopped with {error}")
 
 
 def _same_tensors(data, like: GradDict) -> GradDict | None:
@@ -253,7 +245,8 @@ def check_cast_fate(cast_fate: Callable, values: torch.Tensor, reference: Callab
     shows the first."""
     for dtype in (torch.float16, torch.bfloat16):
         outcome = remote.run_student(cast_fate, collect_cast_fate, values, dtype)
-        _raise_if_raised("cast_fate", outcome, CAST_FATE_ERRORS)
+        remote.raise_if_raised("cast_fate", outcome, known=CAST_FATE_ERRORS,
+                               expected=f"returns one fate per value in {dtype}")
         got = outcome["value"]
         want = reference(values, dtype)
         if not (isinstance(got, list) and len(got) == len(want)):
@@ -290,16 +283,19 @@ def check_autocast_audit(audit: Callable, model: nn.Module, x: torch.Tensor, dty
     that no hook is left on the copy and its parameters are unchanged. Returns the report."""
     before = param_snapshot(model)
     outcome = remote.run_student(audit, collect_autocast_audit, model, x, dtype)
-    _raise_if_raised("autocast_audit", outcome, AUDIT_ERRORS)
+    remote.raise_if_raised("autocast_audit", outcome, known=AUDIT_ERRORS,
+                           expected="reports the output dtype of every leaf that ran")
     if "value" not in outcome:
         raise AssertionError(f"autocast_audit should return a dict, got {outcome.get('returned')}")
     report = outcome["value"]
     if isinstance(model, ReusedLeafModel):
         replay(model, x, dtype)
+        check_audit(report, model.ran, label, first=model.first)
+        # Counted, since a second forward leaves the same report: the text asks for one model(x).
         calls = outcome.get("calls")
         if calls != 1:
-            raise AssertionError(f"autocast_audit ran the model {calls} times: run model(x) once")
-        check_audit(report, model.ran, label, first=model.first)
+            raise AssertionError(f"the report is right, but autocast_audit ran the model {calls} times: "
+                                 "run model(x) once")
     else:
         check_audit(report, reference(model, x, dtype), label)
     check_audit_left_no_trace(outcome.get("trace") or {}, before)
@@ -314,29 +310,62 @@ def _run_amp_step(amp_train_step: Callable, model: nn.Module, init_scale: float,
     scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
     outcome = remote.run_student(amp_train_step, collect_amp_train_step, model, optimizer_spec(optimizer),
                                  scaler_spec(scaler), args, kwargs)
-    _raise_if_raised("amp_train_step", outcome, AMP_STEP_ERRORS)
+    remote.raise_if_raised("amp_train_step", outcome, known=AMP_STEP_ERRORS,
+                           expected="makes one scaled, clipped training step")
     return outcome, _call_log(outcome.get("calls"))
 
 
 def check_amp_train_step(amp_train_step: Callable, seed: int, x: torch.Tensor, y: torch.Tensor,
-                         max_norm: float, amp_dtype: torch.dtype, init_scale: float = 1024.0):
-    """Exercise 3: one amp_train_step on a fresh MLP(6, 8, 3, seed) whose .grad holds 5.0 from an
-    earlier step, with an SGD and a real CPU GradScaler; assert a float loss, the forward in
-    amp_dtype, one optimizer step, the GradScaler call pattern, and the gradient and loss of
-    amp_reference_step, both as the spies saw the step and as the parameters moved. Returns the
-    call log."""
+                         max_norm: float, amp_dtype: torch.dtype, init_scale: float = 1024.0,
+                         fresh: bool = False):
+    """Exercise 3: one amp_train_step on a new MLP(6, 8, 3, seed) whose .grad holds 5.0 from an
+    earlier step (`fresh`: a model that never ran backward, every .grad None), with an SGD and a
+    real CPU GradScaler; assert a float loss, parameters moved by one SGD step with the gradient of
+    amp_reference_step, its loss, and the scaler's state after one finite step. A wrong step is
+    explained from the spies' record (_explain_wrong_step). Returns the call log."""
     from helpers import models
 
     model = models.MLP(6, 8, 3, seed=seed)
     reference = amp_reference_step(model, F.cross_entropy, x, y, max_norm, amp_dtype, init_scale)
     before = param_snapshot(model)
-    for param in model.parameters():
-        param.grad = torch.full_like(param, 5.0)      # left over from an earlier step
+    if not fresh:
+        for param in model.parameters():
+            param.grad = torch.full_like(param, 5.0)      # left over from an earlier step
     outcome, log = _run_amp_step(amp_train_step, model, init_scale, (F.cross_entropy, x, y),
                                  {"max_norm": max_norm, "amp_dtype": amp_dtype})
     if "value" not in outcome:
         raise AssertionError(f"return the loss as a float (loss.item()), not {outcome.get('returned')}")
+    # The outcome decides: the parameters after the step, the loss, the scaler's state. The spies'
+    # record came from the student's process and only names the mistake once the outcome is wrong.
+    after = _same_tensors(outcome.get("parameters"), before)
+    moved_by = None if after is None else {
+        name: ((before[name].double() - after[name].double()) / AMP_STEP_LR).float() for name in before}
+    if moved_by is None or compare(moved_by, reference.grads).relative_error >= AMP_STEP_RTOL:
+        _explain_wrong_step(log, outcome, reference, amp_dtype, max_norm, None if fresh else 5.0,
+                            init_scale)
     loss = outcome["value"]
+    if abs(loss - reference.loss) > 1e-4 * max(1.0, abs(reference.loss)):
+        scaled = abs(loss - reference.loss * init_scale) <= 1e-3 * max(1.0, abs(reference.loss * init_scale))
+        raise AssertionError(f"returned {loss!r}, but the loss of the batch under autocast is "
+                             f"{reference.loss!r}" + (
+                                 f": that is the loss times the scaler's scale ({init_scale:g}). Return "
+                                 "the loss itself (loss.item()), not scaler.scale(loss)" if scaled else ""))
+    # One finite step leaves the scale where it was; only scaler.update() counts it (growth tracker 1).
+    if outcome.get("growth_tracker") != 1 or outcome.get("scale") != init_scale:
+        raise AssertionError(
+            f"the parameters are right, but after one finite step the GradScaler holds scale "
+            f"{outcome.get('scale')} with {outcome.get('growth_tracker')} steps counted since its last "
+            f"change (expected {init_scale:g} and 1): call scaler.update() once, after "
+            "scaler.step(optimizer)")
+    return log
+
+
+def _explain_wrong_step(log: spies.CallLog, outcome: dict, reference: AmpStepReference,
+                        amp_dtype: torch.dtype, max_norm: float, stale: float | None,
+                        init_scale: float) -> None:
+    """Exercise 3's parameters moved wrongly: name the first mistake the student's record shows (the
+    forward's dtype, the step count, the GradScaler calls, the gradient the optimizer stepped with),
+    else say that only the final update is wrong."""
     dtypes = outcome.get("dtypes") if isinstance(outcome.get("dtypes"), list) else []
     if not dtypes or set(dtypes) != {amp_dtype}:
         raise AssertionError(f"with amp_dtype={amp_dtype} the first Linear layer ran in "
@@ -348,24 +377,16 @@ def check_amp_train_step(amp_train_step: Callable, seed: int, x: torch.Tensor, y
     check_amp_calls(log, num_micro_batches=1, num_updates=1)
     stepped_with = log.of("step")[0].info.get("grads")
     check_amp_step_gradient(stepped_with if isinstance(stepped_with, dict) else {}, reference, max_norm,
-                            stale=5.0, scale=init_scale)
-    # The spies' record above came from the student's process; the parameters are the step's outcome.
-    after = _same_tensors(outcome.get("parameters"), before)
-    moved_by = None if after is None else {
-        name: ((before[name].double() - after[name].double()) / AMP_STEP_LR).float() for name in before}
-    if moved_by is None or compare(moved_by, reference.grads).relative_error >= AMP_STEP_RTOL:
-        raise AssertionError("the optimizer stepped with the right gradient, but the parameters after the "
-                             f"step are not those of one SGD step (lr={AMP_STEP_LR}) with it: change the "
-                             "parameters only through scaler.step(optimizer)")
-    if abs(loss - reference.loss) > 1e-4 * max(1.0, abs(reference.loss)):
-        raise AssertionError(f"returned {loss!r}, but the loss of the batch under autocast is "
-                             f"{reference.loss!r}")
-    return log
+                            stale=stale, scale=init_scale)
+    raise AssertionError("the optimizer stepped with the right gradient, but the parameters after the "
+                         f"step are not those of one SGD step (lr={AMP_STEP_LR}) with it: change the "
+                         "parameters only through scaler.step(optimizer)")
 
 
 def check_amp_step_skips_inf(amp_train_step: Callable, x: torch.Tensor, y: torch.Tensor) -> None:
-    """Exercise 3: with an inf in the input, a float16 step must leave the parameters unchanged, never
-    call optimizer.step(), and halve the scale from 1024 to 512 (scaler.step, then scaler.update)."""
+    """Exercise 3: with an inf in the input, a float16 step must leave the parameters unchanged and
+    halve the scale from 1024 to 512 (scaler.step, then scaler.update). The parameters decide; a
+    call of optimizer.step() only names why they moved."""
     from helpers import models
 
     model = models.MLP(6, 8, 3, seed=33)
@@ -374,16 +395,17 @@ def check_amp_step_skips_inf(amp_train_step: Callable, x: torch.Tensor, y: torch
     bad[0, 0] = float("inf")
     outcome, log = _run_amp_step(amp_train_step, model, 1024.0,
                                  (F.cross_entropy, bad, y, 1.0, torch.float16), {})
-    if log.count("step") != 0:
-        raise AssertionError("the optimizer stepped although the gradients held inf: call "
-                             "scaler.step(optimizer), never optimizer.step() directly, so that such "
-                             "steps are skipped")
     after = _same_tensors(outcome.get("parameters"), before)
     if after is None:
         raise AssertionError("after an inf gradient the parameters did not come back from your function")
     moved = compare(after, before)
-    if moved.max_abs_error != 0:
-        raise AssertionError(f"after an inf gradient the parameters changed ({moved})")
+    if not moved.max_abs_error == 0:   # NaN counts as moved
+        if log.count("step") != 0:
+            raise AssertionError("the optimizer stepped although the gradients held inf: call "
+                                 "scaler.step(optimizer), never optimizer.step() directly, so that such "
+                                 "steps are skipped")
+        raise AssertionError(f"after an inf gradient the parameters changed ({moved}): a step whose "
+                             "gradients hold inf must leave them as they were")
     scale = outcome.get("scale")
     if scale != 512.0:
         raise AssertionError(f"after an inf gradient the scale should halve from 1024 to 512, it is "

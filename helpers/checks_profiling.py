@@ -57,11 +57,6 @@ SHARE_ATOL = 0.05
 TRACE_SHARE_ATOL = 1e-6
 
 
-def _failure(function_name: str, error: remote.Raised, advice: str = "") -> AssertionError:
-    """What the student's function raised, said as a failure (with the course's advice, if any)."""
-    return AssertionError(f"{function_name} stopped with {error}" + (f". {advice}" if advice else ""))
-
-
 # ----------------------------------------------------------------------------------------------
 # Exercise 1: compare_speed on a fake machine
 # ----------------------------------------------------------------------------------------------
@@ -121,10 +116,10 @@ def check_compare_speed(compare_speed: Callable, durations_a: Sequence[float],
             "between them, so a time came out as 0 s (the test's clock moves only while a step runs). "
             "Read clock() right before and right after each timed call")
     if error is not None and error.type == "StatisticsError":
-        raise _failure("compare_speed", error, f"run repeats={repeats} rounds and take the median of their "
-                       "ratios")
+        raise remote.failure("compare_speed", error, advice=f"run repeats={repeats} rounds and take the "
+                             "median of their ratios")
     if error is not None:
-        raise _failure("compare_speed", error)
+        raise remote.failure("compare_speed", error, expected="returns the median ratio of B's time to A's")
     event_count = outcome.get("event_count")
     if type(event_count) is int and event_count > len(machine.events):
         raise AssertionError(f"compare_speed made {event_count} calls to the steps, sync and clock for "
@@ -217,7 +212,8 @@ def check_find_bottleneck(find_bottleneck: Callable, plan: Mapping[str, Phase], 
     actions = _actions(outcome.get("actions"), steps)
     error = remote.raised_of(outcome)
     if error is not None:
-        raise _failure("find_bottleneck", error, _schedule_problem(actions, steps))
+        raise remote.failure("find_bottleneck", error, advice=_schedule_problem(actions, steps) or "",
+                             expected="returns the slowest phase and every phase's share")
     result = outcome.get("value")
     problem = _schedule_problem(actions, steps)
     order = outcome.get("order")
@@ -331,7 +327,7 @@ def _shares_of(outcome: Mapping, as_str: bool):
     if error.type == "AttributeError" and as_str and "'str' object" in error.message:
         raise AssertionError(f"phase_shares stopped with AttributeError: {error.message}. trace_path may "
                              "be a str: open it as Path(trace_path)")
-    raise _failure("phase_shares", error)
+    raise remote.failure("phase_shares", error, expected="returns each phase's share of the labelled time")
 
 
 def _shares_of_events(phase_shares: Callable, trace_path, events: list[dict], phases: Sequence[str]):
@@ -442,10 +438,11 @@ def _parameters_of(outcome: Mapping, like: Mapping[str, torch.Tensor]) -> dict |
 
 def check_fast_epoch(fast_epoch: Callable, slow_epoch: Callable, dataset, model: torch.nn.Module, *,
                      batch_size: int, num_workers: int, log_every: int, lr: float = 0.05) -> str:
-    """Run fast_epoch on a copy of `model` (SGD, lr) and assert Exercise 4: a DataLoader with the
-    given batch_size and num_workers (pin_memory on CUDA) that yields every batch, host syncs only
-    every log_every steps and at the end, no graph in what is read, and slow_epoch's final
-    parameters and mean loss (a float). slow_epoch names what fast_epoch is compared with; its
+    """Run fast_epoch on a copy of `model` (SGD, lr) and assert Exercise 4: first the outcome,
+    slow_epoch's final parameters and mean loss (a float; a wrong outcome is explained by the
+    DataLoader's batch_size and batches), then what only counting shows: a DataLoader with the
+    given num_workers (pin_memory on CUDA), host syncs only every log_every steps and at the end,
+    no graph in what is read. slow_epoch names what fast_epoch is compared with; its
     outcome comes from reference_epoch, run here on another copy. Returns a one-line summary."""
     twin = grads.clone_model(model)
     reference_loss = reference_epoch(twin, dataset, batch_size, lr)
@@ -454,13 +451,36 @@ def check_fast_epoch(fast_epoch: Callable, slow_epoch: Callable, dataset, model:
     outcome = remote.run_student(fast_epoch, collect_fast_epoch, model, next(model.parameters()).device, lr,
                                  dataset, batch_size, num_workers, log_every)
     error = remote.raised_of(outcome)
-    if error is not None and "same device" in error.message:
-        raise _failure("fast_epoch", error, "keep the batches and the running total on the model's device: "
-                       "torch.zeros((), device=...) and .to(device, non_blocking=True)")
     if error is not None:
-        raise _failure("fast_epoch", error)
+        raise remote.failure("fast_epoch", error,
+                             expected="trains as slow_epoch does and returns its mean loss")
     loaders = outcome.get("loaders") if isinstance(outcome.get("loaders"), dict) else {}
-    all_settings = _dicts(loaders.get("settings"))
+    all_settings, batches = _dicts(loaders.get("settings")), _count(loaders.get("batches"))
+    # The outcome first: the parameters and the loss slow_epoch reaches. What the spies recorded
+    # (the DataLoaders, the host syncs) explains a wrong outcome, or enforces what no outcome shows.
+    reference = {name: tensor.cpu() for name, tensor in grads.param_snapshot(twin).items()}
+    ended = _parameters_of(outcome, reference)
+    params = None if ended is None else grads.compare(ended, reference)
+    if params is None or not params.close(rtol=1e-5, atol=1e-6):
+        for settings in all_settings:
+            if settings.get("batch_size") != batch_size:
+                raise AssertionError(f"the DataLoader ran with batch_size={settings.get('batch_size')}: pass "
+                                     f"batch_size={batch_size} on")
+        if all_settings and batches != steps:
+            raise AssertionError(f"fast_epoch took {batches} batches from its DataLoader for {steps} "
+                                 "steps: train on every batch the DataLoader yields, once")
+        how = f" ({params})" if params else ""
+        raise AssertionError(f"the model ended elsewhere than slow_epoch's{how}: same batches, same order, "
+                             "same updates")
+    if "value" not in outcome:
+        raise AssertionError("return the mean loss as a Python float (read the total with .item() at the "
+                             f"end), not a {outcome.get('returned')}")
+    loss = outcome["value"]
+    if abs(loss - reference_loss) > 1e-4 * max(1.0, abs(reference_loss)):
+        raise AssertionError(f"returned {loss:.6f}, slow_epoch returns {reference_loss:.6f}: the mean of the "
+                             f"{steps} batches' losses (the last batch is shorter when the dataset does not "
+                             "divide evenly)")
+    # Required by the text, and visible in no outcome: counted.
     if not all_settings:
         raise AssertionError("fast_epoch should load the data with a torch.utils.data.DataLoader")
     for settings in all_settings:
@@ -468,16 +488,9 @@ def check_fast_epoch(fast_epoch: Callable, slow_epoch: Callable, dataset, model:
             raise AssertionError(
                 f"the DataLoader ran with num_workers={settings.get('num_workers')}: pass num_workers on, so "
                 f"that worker processes (here {num_workers}) decode the next batches while the model trains")
-        if settings.get("batch_size") != batch_size:
-            raise AssertionError(f"the DataLoader ran with batch_size={settings.get('batch_size')}: pass "
-                                 f"batch_size={batch_size} on")
         if model_device.type == "cuda" and not settings.get("pin_memory"):
             raise AssertionError("the model is on CUDA but the DataLoader ran with pin_memory=False: pinned "
                                  "batches copy to the GPU with .to(device, non_blocking=True) without a stop")
-    batches = _count(loaders.get("batches"))
-    if batches != steps:
-        raise AssertionError(f"fast_epoch took {batches} batches from its DataLoader for {steps} "
-                             "steps: train on every batch the DataLoader yields, once")
     syncs = outcome.get("syncs") if isinstance(outcome.get("syncs"), dict) else {}
     counts = syncs.get("counts") if isinstance(syncs.get("counts"), dict) else {}
     counts = {str(name): _count(count) for name, count in counts.items()}
@@ -497,22 +510,6 @@ def check_fast_epoch(fast_epoch: Callable, slow_epoch: Callable, dataset, model:
         raise AssertionError("the running total you read still carries the autograd graph: total += loss "
                              "keeps every step's graph alive (the PyTorch FAQ's memory leak); add "
                              "loss.detach()")
-    reference = {name: tensor.cpu() for name, tensor in grads.param_snapshot(twin).items()}
-    ended = _parameters_of(outcome, reference)
-    if ended is None:
-        raise AssertionError("the model ended elsewhere than slow_epoch's (its parameters did not come "
-                             "back): same batches, same order, same updates")
-    params = grads.compare(ended, reference)
-    if not params.close(rtol=1e-5, atol=1e-6):
-        raise AssertionError(f"the model ended elsewhere than slow_epoch's ({params}): same batches, same "
-                             "order, same updates")
-    if "value" not in outcome:
-        raise AssertionError("return the mean loss as a Python float (read the total with .item() at the "
-                             f"end), not a {outcome.get('returned')}")
-    loss = outcome["value"]
-    if abs(loss - reference_loss) > 1e-4 * max(1.0, abs(reference_loss)):
-        raise AssertionError(f"returned {loss:.6f}, slow_epoch returns {reference_loss:.6f}: the mean loss "
-                             "over the batches")
     return f"{steps} steps, {total_syncs} host syncs, num_workers={num_workers}"
 
 

@@ -20,6 +20,7 @@ from torch import nn
 from helpers import remote, spies
 from helpers.capture import stderr_on_stdout
 from helpers.grads import grad_snapshot, param_snapshot
+from helpers.memory import SavedTensorMeter
 
 OPTIMIZERS = {"SGD": torch.optim.SGD, "Adam": torch.optim.Adam}
 
@@ -64,11 +65,13 @@ def plain_calls(log: spies.CallLog) -> list[dict]:
 def collect_training(train: Callable, model: nn.Module, optimizer_spec: dict, loss_fn: Callable,
                      micro_batches: Sequence, accum_steps: int) -> dict:
     """train(model, optimizer, loss_fn, micro_batches, accum_steps) under the spies (model and
-    optimizer), the optimizer built from optimizer_spec: its outcome, calls and final parameters."""
+    optimizer), the optimizer built from optimizer_spec: its outcome, calls, final parameters and
+    the most bytes of saved activations the autograd graph held at once."""
     optimizer = make_optimizer(model, optimizer_spec)
-    with stderr_on_stdout(), spies.record(model=model, optimizer=optimizer) as log:
+    with stderr_on_stdout(), spies.record(model=model, optimizer=optimizer) as log, \
+            SavedTensorMeter(model) as saved:
         outcome = remote.called(train, model, optimizer, loss_fn, micro_batches, accum_steps)
-    return {**outcome, "calls": plain_calls(log), "params": param_snapshot(model)}
+    return {**outcome, "calls": plain_calls(log), "params": param_snapshot(model), "peak_saved": saved.peak}
 
 
 @remote.collector
@@ -76,9 +79,9 @@ def collect_token_accumulation(accumulate: Callable, model: nn.Module, micro_bat
                                ignore_index: int) -> dict:
     """accumulate(model, micro_batches, ignore_index=ignore_index) under the model's spies: its
     outcome, calls and what .grad holds afterwards."""
-    with stderr_on_stdout(), spies.record(model=model) as log:
+    with stderr_on_stdout(), spies.record(model=model) as log, SavedTensorMeter(model) as saved:
         outcome = remote.called(accumulate, model, micro_batches, ignore_index=ignore_index)
-    return {**outcome, "calls": plain_calls(log), "grads": grad_snapshot(model)}
+    return {**outcome, "calls": plain_calls(log), "grads": grad_snapshot(model), "peak_saved": saved.peak}
 
 
 @remote.collector
@@ -87,12 +90,14 @@ def collect_amp_training(train: Callable, model: nn.Module, optimizer_spec: dict
                          amp_dtype: torch.dtype | None) -> dict:
     """train(model, optimizer, scaler, loss_fn, micro_batches, accum_steps=, max_norm=, amp_dtype=)
     under the spies (model, optimizer, scaler), both built from their specs: its outcome, calls,
-    final parameters, the dtypes the first Linear layer produced and the scale it left."""
+    final parameters, the dtypes the first Linear layer produced, the scale it left and its growth
+    tracker (finite updates since the scale last changed)."""
     optimizer = make_optimizer(model, optimizer_spec)
     scaler = make_scaler(scaler_spec)
     with stderr_on_stdout(), spies.record(model=model, optimizer=optimizer, scaler=scaler) as log, \
-            first_linear_dtypes(model) as dtypes:
+            first_linear_dtypes(model) as dtypes, SavedTensorMeter(model) as saved:
         outcome = remote.called(train, model, optimizer, scaler, loss_fn, micro_batches,
                                 accum_steps=accum_steps, max_norm=max_norm, amp_dtype=amp_dtype)
-    return {**outcome, "calls": plain_calls(log), "params": param_snapshot(model),
-            "dtypes": sorted(set(dtypes), key=str), "scale": float(scaler.get_scale())}
+    return {**outcome, "calls": plain_calls(log), "params": param_snapshot(model), "peak_saved": saved.peak,
+            "dtypes": sorted(set(dtypes), key=str), "scale": float(scaler.get_scale()),
+            "growth_tracker": int(scaler._get_growth_tracker())}

@@ -8,6 +8,7 @@ grader's process at grading (see helpers.remote).
 
 from __future__ import annotations
 
+import operator
 import warnings
 
 import torch
@@ -20,6 +21,17 @@ from helpers.grads import clone_model, compare, grad_snapshot, param_snapshot
 from helpers.memory import SavedTensorMeter
 
 
+def _whole_number(value) -> int | None:
+    """`value` as an int if it is a whole number of any integer type (int, numpy's, a 0-dim integer
+    tensor: whatever operator.index accepts), else None; a bool is not a size."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 @wire.carried("model", "calls")
 class ActivationMeasure:
     """measure(micro_batch, checkpointing): activation bytes of one forward of a ResidualMLP, as the
@@ -30,10 +42,11 @@ class ActivationMeasure:
         self.calls: list[tuple] = []
 
     def __call__(self, micro_batch: int, checkpointing: bool) -> int:
-        self.calls.append((micro_batch, checkpointing))
-        if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or micro_batch < 1:
+        size = _whole_number(micro_batch)
+        self.calls.append((micro_batch if size is None else size, checkpointing))
+        if size is None or size < 1:
             return 0        # nothing to measure in a micro-batch of 0, -1 or 2.5: the check says so
-        return self.bytes(micro_batch, checkpointing)
+        return self.bytes(size, bool(checkpointing))
 
     def bytes(self, micro_batch: int, checkpointing: bool) -> int:
         """The measurement itself, not recorded as the student's call."""

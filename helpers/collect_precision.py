@@ -205,7 +205,7 @@ def collect_amp_train_step(step, model: nn.Module, optimizer: dict, scaler: dict
                            kwargs: dict) -> dict:
     """step(model, optimizer, scaler, *args, **kwargs) with the optimizer and the GradScaler built
     from their specs: the loss it returned (if a float), what the spies recorded, the dtypes the
-    first Linear produced, and the parameters and the scale afterwards."""
+    first Linear produced, and the parameters, the scale and its growth tracker afterwards."""
     built_optimizer = build_optimizer(optimizer, model.parameters())
     built_scaler = build_scaler(scaler)
     with spies.record(model=model, optimizer=built_optimizer, scaler=built_scaler) as log, \
@@ -218,4 +218,5 @@ def collect_amp_train_step(step, model: nn.Module, optimizer: dict, scaler: dict
         else:
             outcome["returned"] = type(loss).__name__
     return {**outcome, "calls": plain_calls(log), "dtypes": list(dtypes),
-            "parameters": param_snapshot(model), "scale": float(built_scaler.get_scale())}
+            "parameters": param_snapshot(model), "scale": float(built_scaler.get_scale()),
+            "growth_tracker": int(built_scaler._get_growth_tracker())}

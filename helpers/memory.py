@@ -55,7 +55,9 @@ def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
 class SavedTensorMeter:
     """Measure the unique storage bytes autograd saves for backward inside a `with` block.
 
-    Attributes `bytes` and `count` (unique storages) are live inside the block and final after.
+    Attributes `bytes` and `count` (unique storages) are live inside the block and final after;
+    `peak` is the most bytes the graph held at one moment (a storage stops counting there once
+    every saved tensor on it is freed, as backward frees them): what accumulation keeps low.
     Storages of `model`'s parameters are skipped: autograd saves them by reference, at no cost.
     Under autocast the low-precision copies of weights that autograd saves are not parameters
     and are counted: the graph really holds them.
@@ -67,6 +69,8 @@ class SavedTensorMeter:
         self.model = model
         self.bytes = 0
         self.count = 0
+        self.live = 0
+        self.peak = 0
         # data_ptr -> weak references to the saved tensors that use that storage.
         self._seen: dict[int, list[weakref.ref]] = {}
         self._parameter_pointers: set[int] = set()
@@ -94,7 +98,19 @@ class SavedTensorMeter:
                 return saved
         self.bytes += nbytes
         self.count += 1
+        self.live += nbytes
+        self.peak = max(self.peak, self.live)
+        weakref.finalize(saved, self._release, pointer, nbytes)
         return saved
+
+    def _release(self, pointer: int | None, nbytes: int) -> None:
+        """A saved tensor was freed: its storage stops counting as live unless another saved
+        tensor still holds it, which then carries the storage's release."""
+        survivor = next((held for ref in self._seen.get(pointer, ()) if (held := ref()) is not None), None)
+        if pointer is not None and survivor is not None:
+            weakref.finalize(survivor, self._release, pointer, nbytes)
+        else:
+            self.live -= nbytes
 
     @staticmethod
     def _unpack(saved: torch.Tensor) -> torch.Tensor:
@@ -105,6 +121,8 @@ class SavedTensorMeter:
             raise RuntimeError("this SavedTensorMeter is already active; create a new one")
         self.bytes = 0
         self.count = 0
+        self.live = 0
+        self.peak = 0
         self._seen = {}
         self._parameter_pointers = (
             set() if self.model is None
@@ -120,7 +138,7 @@ class SavedTensorMeter:
         self._seen = {}
 
     def __repr__(self) -> str:
-        return f"SavedTensorMeter(bytes={self.bytes}, count={self.count})"
+        return f"SavedTensorMeter(bytes={self.bytes}, count={self.count}, peak={self.peak})"
 
 
 def cuda_peak_bytes(fn: Callable[[], object], device: torch.device | str) -> int | None:

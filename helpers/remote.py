@@ -131,6 +131,11 @@ COMMON_ERRORS = (
      "torch.no_grad() or from detached values (.detach(), .item(), a new tensor)"),
     ("Trying to backward through the graph a second time",
      "backward ran twice through the same graph: run one forward for every backward"),
+    ("modified by an inplace operation",
+     "a tensor that autograd saved for a backward pass was changed in place before that backward "
+     "ran. In these exercises it is usually optimizer.step(), which updates the parameters in "
+     "place, running between a forward pass and its backward: step only after the last backward "
+     "of the cycle"),
     ("Expected all tensors to be on the same device",
      "tensors on different devices met in one operation: move every batch and every running "
      "total to the model's device (next(model.parameters()).device)"),

@@ -150,12 +150,13 @@ def _spy_model(stack, log: CallLog, model: nn.Module) -> None:
     trainable = [p for p in model.parameters() if p.requires_grad]
     if not trainable:
         raise ValueError("model has no parameter that requires grad, so no backward can be seen")
-    # AccumulateGrad runs once per leaf per backward pass, however often the leaf was used, so
-    # this hook counts backward passes. A pass that never reaches this parameter is not seen.
-    def on_backward(_parameter: torch.Tensor) -> None:
+    # A leaf's tensor hook runs once per backward pass that computes its gradient, however often
+    # the leaf was used, and for loss.backward() and torch.autograd.grad alike: so it counts
+    # backward passes, whichever API ran them. A pass that never reaches this parameter is not seen.
+    def on_backward(_gradient: torch.Tensor) -> None:
         log._add("backward")
 
-    handle = trainable[0].register_post_accumulate_grad_hook(on_backward)
+    handle = trainable[0].register_hook(on_backward)
     stack.callback(handle.remove)
 
     def make_zero_grad(original):
@@ -389,8 +390,13 @@ class SyncLog:
         return sum(self.counts.values())
 
 
-_SYNC_METHODS = {"item": "item", "float": "__float__", "tolist": "tolist", "cpu": "cpu",
-                 "bool": "__bool__", "numpy": "numpy", "to": "to"}
+# What each host read is called in a SyncLog, by the Tensor method torch dispatches it as.
+_SYNC_METHODS = {"item": "item", "float": "__float__", "int": "__int__", "tolist": "tolist", "cpu": "cpu",
+                 "bool": "__bool__", "numpy": "numpy", "to": "to", "print": "__repr__",
+                 "format": "__format__"}
+_SYNC_NAMES = {method: name for name, method in _SYNC_METHODS.items()}
+# Frames between a read and the mode that sees it: torch's own dispatch, not the reader.
+_DISPATCH_MODULES = ("torch.overrides", "torch._tensor", "torch.utils._device")
 
 
 def _is_host_copy(tensor: torch.Tensor, method: str, args, kwargs) -> bool:
@@ -405,39 +411,44 @@ def _is_host_copy(tensor: torch.Tensor, method: str, args, kwargs) -> bool:
     return tensor.device.type != "cpu" or tensor.dim() == 0
 
 
+def _reader_module(frame) -> str:
+    """The module of the first frame outside torch's dispatch machinery: who asked for the read."""
+    while frame is not None and frame.f_globals.get("__name__", "") in _DISPATCH_MODULES:
+        frame = frame.f_back
+    return "" if frame is None else frame.f_globals.get("__name__", "")
+
+
+class _HostReadMode(torch.overrides.TorchFunctionMode):
+    """Sees every Tensor method call made while it is active, however the method was reached: a
+    reference to torch.Tensor.item taken before the recording began still dispatches here, which
+    a patched attribute would miss. While a handler runs torch disables the mode, so the calls
+    torch makes inside one read (printing runs .item() and .tolist()) are not seen again."""
+
+    def __init__(self, log: SyncLog):
+        super().__init__()
+        self.log = log
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = _SYNC_NAMES.get(getattr(func, "__name__", ""))
+        if (name is not None and args and isinstance(args[0], torch.Tensor)
+                and _is_host_copy(args[0], name, args[1:], kwargs)
+                # torch's own bookkeeping (DataLoader seeding its workers, for one) reads host
+                # tensors; only the reads made by the code under test count.
+                and not _reader_module(sys._getframe(1)).startswith("torch.utils.data")):
+            self.log.counts[name] += 1
+            self.log.reads_with_graph += bool(args[0].grad_fn is not None)
+        return func(*args, **kwargs)
+
+
 @contextlib.contextmanager
 def record_host_syncs() -> Iterator[SyncLog]:
-    """Count the Tensor methods that copy a value to the host and so wait for the device:
-    .item(), float(t), .tolist(), .numpy(), bool(t) (an `if` on a tensor), and .cpu() or
-    .to("cpu") of a device tensor or of a 0-dim one (a loss read for logging), including those torch
-    makes on the caller's behalf (printing or formatting a tensor), but not the DataLoader's own
-    bookkeeping."""
+    """Count the reads that copy a value to the host and so wait for the device: .item(),
+    float(t), int(t), .tolist(), .numpy(), bool(t) (an `if` on a tensor), printing or formatting a
+    tensor, and .cpu() or .to("cpu") of a device tensor or of a 0-dim one (a loss read for logging).
+    Each read counts once, not the calls torch makes inside it, and not the DataLoader's own
+    bookkeeping. Reads are seen at torch's dispatch (a TorchFunctionMode), on the thread that
+    entered the recording."""
     log = SyncLog({name: 0 for name in _SYNC_METHODS})
-    originals = {name: getattr(torch.Tensor, method) for name, method in _SYNC_METHODS.items()}
-
-    def counting(name, original):
-        @functools.wraps(original)
-        def method(self, *args, **kwargs):
-            # torch's own bookkeeping (DataLoader seeding its workers, for one) reads host tensors;
-            # only the calls made by the code under test count.
-            caller = sys._getframe(1).f_globals.get("__name__", "")
-            if not caller.startswith("torch.utils.data") and _is_host_copy(self, name, args, kwargs):
-                log.counts[name] += 1
-                log.reads_with_graph += bool(self.grad_fn is not None)
-            return original(self, *args, **kwargs)
-        return method
-
-    # Most of these methods live on torch's C base class: put back exactly what Tensor itself held,
-    # so that no copy of an inherited method stays behind on Tensor.
-    held = vars(torch.Tensor)
-    own = {method: held[method] for method in _SYNC_METHODS.values() if method in held}
-    for name, method in _SYNC_METHODS.items():
-        setattr(torch.Tensor, method, counting(name, originals[name]))
-    try:
+    with _HostReadMode(log):
         yield log
-    finally:
-        for method in _SYNC_METHODS.values():
-            if method in own:
-                setattr(torch.Tensor, method, own[method])
-            else:
-                delattr(torch.Tensor, method)

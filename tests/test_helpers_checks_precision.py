@@ -2,7 +2,7 @@
 
 The GradScaler call pattern (check_amp_calls) is tested with lesson 02's accumulation loops in
 tests/test_helpers_checks_accumulation.py; here its single-step use, the audit, cast_fate and
-AMP-step checks, `running` with lesson 01's error tables, and the checks as the grader runs them:
+AMP-step checks, lesson 01's error tables worded by remote.failure, and the checks as the grader runs them:
 the student's function behind a channel (helpers.remote), answering what a kernel would send.
 """
 
@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers import checks_precision, remote, wire
-from helpers.capture import running
+from helpers.capture import stderr_on_stdout
 from helpers.checks_precision import clip_grads
 from helpers.collect_precision import (
     ReusedLeafModel,
@@ -65,10 +65,10 @@ def test_first_linear_dtypes_needs_a_linear_layer():
 
 
 # ---------------------------------------------------------------------------------------------
-# Lesson 01: running (stderr, errors in the course's words), the audit and AMP-step checks
+# Lesson 01: stderr on stdout, errors in the course's words, the audit and AMP-step checks
 # ---------------------------------------------------------------------------------------------
 
-def test_running_keeps_stderr_empty_for_a_student_who_warns(capsys):
+def test_stderr_on_stdout_keeps_stderr_empty_for_a_student_who_warns(capsys):
     import sys
     import warnings
 
@@ -77,7 +77,7 @@ def test_running_keeps_stderr_empty_for_a_student_who_warns(capsys):
         print("a note on stderr", file=sys.stderr)
         return ["exact"] * len(values)
 
-    with running("cast_fate", checks_precision.CAST_FATE_ERRORS):
+    with stderr_on_stdout():
         fates = chatty_cast_fate(torch.tensor([1.0, 2.0]), torch.float16)
     assert fates == ["exact", "exact"]
     shown = capsys.readouterr()
@@ -94,8 +94,7 @@ def test_amp_step_check_passes_a_student_who_warns_without_stderr(capsys):
     reference = checks_precision.amp_reference_step(model, F.cross_entropy, x, y, 0.05, torch.float16, 1024.0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
-    with record(model=model, optimizer=optimizer, scaler=scaler) as log, \
-            running("amp_train_step", checks_precision.AMP_STEP_ERRORS):
+    with record(model=model, optimizer=optimizer, scaler=scaler) as log, stderr_on_stdout():
         warnings.warn("the student's own warning", UserWarning, stacklevel=1)
         print("the student's stderr", file=sys.stderr)
         amp_step(model, optimizer, scaler, x, y, 0.05, torch.float16)
@@ -109,16 +108,24 @@ def test_amp_step_check_passes_a_student_who_warns_without_stderr(capsys):
     (lambda: torch.ones(3).item(), "on the whole tensor"),
     (lambda: (1.0).to(torch.float16), "cast the whole tensor first"),
 ])
-def test_running_names_cast_fate_errors(raise_it, phrase):
-    with pytest.raises(AssertionError, match=phrase), running("cast_fate", checks_precision.CAST_FATE_ERRORS):
-        raise_it()
+def test_failure_names_cast_fate_errors(raise_it, phrase):
+    assert phrase in named_error("cast_fate", checks_precision.CAST_FATE_ERRORS, raise_it)
 
 
-def test_running_passes_not_implemented_and_unknown_errors_through():
-    with pytest.raises(NotImplementedError), running("cast_fate", checks_precision.CAST_FATE_ERRORS):
+def test_failure_passes_not_implemented_through_and_names_no_cause_it_does_not_know():
+    def stub():
         raise NotImplementedError()
-    with pytest.raises(KeyError), running("cast_fate", checks_precision.CAST_FATE_ERRORS):
-        raise KeyError("something else")
+
+    with pytest.raises(NotImplementedError):
+        named_error("cast_fate", checks_precision.CAST_FATE_ERRORS, stub)
+    said = named_error("cast_fate", checks_precision.CAST_FATE_ERRORS, lambda: {}["something else"])
+    assert said.startswith("cast_fate stopped with KeyError")
+    assert not any(advice in said for _, advice in checks_precision.CAST_FATE_ERRORS)
+
+
+def named_error(function, known, run) -> str:
+    """What a check says when the student's `function` raised what run() raises."""
+    return str(remote.failure(function, remote.raised_of(remote.called(run)), known=known))
 
 
 def amp_step(model, optimizer, scaler, x, y, max_norm, amp_dtype, *, zero=True, loss_inside=True,
@@ -181,14 +188,32 @@ def test_check_amp_step_gradient_names_gradients_cleared_before_step():
     ({"unscale_twice": True}, "ran twice in one step"),
     ({"scaled": False}, "not loss.backward()"),
 ])
-def test_running_names_gradscaler_errors_of_one_step(mistake, phrase):
+def test_failure_names_gradscaler_errors_of_one_step(mistake, phrase):
     x, y = make_blobs(32, 6, 3, seed=31)
     model = MLP(6, 8, 3, seed=32)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
-    with pytest.raises(AssertionError, match=phrase), \
-            running("amp_train_step", checks_precision.AMP_STEP_ERRORS):
-        amp_step(model, optimizer, scaler, x, y, 0.05, torch.float16, **mistake)
+    said = named_error("amp_train_step", checks_precision.AMP_STEP_ERRORS,
+                       lambda: amp_step(model, optimizer, scaler, x, y, 0.05, torch.float16, **mistake))
+    assert phrase in said
+
+
+def test_failure_names_a_step_without_update_on_the_next_step():
+    x, y = make_blobs(32, 6, 3, seed=31)
+    model = MLP(6, 8, 3, seed=32)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+
+    def two_steps_without_update():
+        for _ in range(2):
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(F.cross_entropy(model(x), y)).backward()
+            scaler.unscale_(optimizer)
+            scaler.step(optimizer)
+
+    said = named_error("amp_train_step", checks_precision.AMP_STEP_ERRORS, two_steps_without_update)
+    assert "call scaler.update() once right after every scaler.step(optimizer)" in said
+
 
 
 def test_reused_leaf_model_records_last_dtype_in_first_place():

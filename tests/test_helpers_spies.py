@@ -253,11 +253,27 @@ def test_record_host_syncs_counts_and_restores():
         t.tolist()
         if t[0] > 1:
             t[0].cpu()                     # a 0-dim read, like logging a loss
-    assert syncs.counts == {"item": 1, "float": 1, "tolist": 1, "cpu": 1, "bool": 1, "numpy": 0, "to": 0}
+    assert syncs.counts == {"item": 1, "float": 1, "int": 0, "tolist": 1, "cpu": 1, "bool": 1, "numpy": 0,
+                            "to": 0, "print": 0, "format": 0}
     assert syncs.total == 5
     with record_host_syncs() as fresh:
         pass
     assert fresh.total == 0 and t[0].item() == 1.5
+
+
+def test_record_host_syncs_sees_methods_bound_before_it_began():
+    from helpers.spies import record_host_syncs
+
+    # A student who keeps references to torch's methods from before the recording still reads
+    # through torch's dispatch, where the count is made.
+    item, to_int = torch.Tensor.item, torch.Tensor.__int__
+    loss = torch.tensor(2.5)
+    with record_host_syncs() as syncs:
+        item(loss)
+        to_int(loss)
+        print(loss)
+    assert syncs.counts["item"] == 1 and syncs.counts["int"] == 1 and syncs.counts["print"] == 1
+    assert syncs.total == 3
 
 
 def test_record_host_syncs_ignores_torch_internals():
@@ -282,8 +298,8 @@ def test_record_host_syncs_sees_formatting_copies_and_graphs():
         total.detach().to("cpu")
         total.detach().to(torch.float64)  # a dtype change is no host copy
         total.item()                      # a running total that still carries its graph
-    assert syncs.counts["item"] == 2 and syncs.counts["to"] == 1
-    assert syncs.reads_with_graph == 1
+    assert syncs.counts["format"] == 1 and syncs.counts["item"] == 1 and syncs.counts["to"] == 1
+    assert syncs.reads_with_graph == 2    # the formatted total and the .item() both carry its graph
 
 
 def test_record_loaders_keeps_per_batch_waits():
