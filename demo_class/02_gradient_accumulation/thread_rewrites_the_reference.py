@@ -2,7 +2,7 @@
 # kind: hostile
 # base: solution
 # loses: ex1_1_test
-# says: loss.backward() ran 0 times for 8 micro-batches
+# says: backward ran 0 times for 8 micro-batches
 # %% ex1_1_solution
 import gc
 import threading
