@@ -111,10 +111,9 @@ def check_compare_speed(compare_speed: Callable, durations_a: Sequence[float],
     machine = build()
     took = _replay(machine, outcome.get("events"))
     if error is not None and error.type == "ZeroDivisionError" and _clock_reads_without_step(machine.events):
-        raise AssertionError(
-            f"compare_speed stopped with ZeroDivisionError ({error.message}): two clock reads had no step "
-            "between them, so a time came out as 0 s (the test's clock moves only while a step runs). "
-            "Read clock() right before and right after each timed call")
+        raise remote.failure("compare_speed", error, advice=(
+            "two clock reads had no step between them, so a time came out as 0 s (the test's clock moves "
+            "only while a step runs). Read clock() right before and right after each timed call"))
     if error is not None and error.type == "StatisticsError":
         raise remote.failure("compare_speed", error, advice=f"run repeats={repeats} rounds and take the "
                              "median of their ratios")
@@ -320,14 +319,13 @@ def _shares_of(outcome: Mapping, as_str: bool):
         return outcome.get("value")
     if outcome.get("value_error") is True or error.type == "ValueError":
         raise ValueError(error.message)
+    advice = ""
     if error.type == "KeyError" and error.message == "'dur'":
-        raise AssertionError(
-            "phase_shares stopped with KeyError: 'dur': instant events (\"ph\": \"i\") have no duration; "
-            "add only complete events (\"ph\": \"X\")")
-    if error.type == "AttributeError" and as_str and "'str' object" in error.message:
-        raise AssertionError(f"phase_shares stopped with AttributeError: {error.message}. trace_path may "
-                             "be a str: open it as Path(trace_path)")
-    raise remote.failure("phase_shares", error, expected="returns each phase's share of the labelled time")
+        advice = "instant events (\"ph\": \"i\") have no duration; add only complete events (\"ph\": \"X\")"
+    elif error.type == "AttributeError" and as_str and "'str' object" in error.message:
+        advice = "trace_path may be a str: open it as Path(trace_path)"
+    raise remote.failure("phase_shares", error, advice=advice,
+                         expected="returns each phase's share of the labelled time")
 
 
 def _shares_of_events(phase_shares: Callable, trace_path, events: list[dict], phases: Sequence[str]):
@@ -375,10 +373,10 @@ def _check_none_raises(phase_shares: Callable, trace_path, events: list[dict]) -
     except ValueError:
         return
     except AssertionError as problem:
-        if "ZeroDivisionError" in str(problem):
-            raise AssertionError("when none of the phases occurs, phase_shares stopped with "
-                                 "ZeroDivisionError: check the summed duration and raise "
-                                 "ValueError") from None
+        if "stopped with ZeroDivisionError" in str(problem):
+            said = str(problem).split(";")[0]
+            raise AssertionError(f"when none of the phases occurs, {said}; check the summed duration and "
+                                 "raise ValueError") from None
         raise
     raise AssertionError("phase_shares should raise ValueError when none of the phases occurs in the trace")
 

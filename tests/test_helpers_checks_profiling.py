@@ -269,7 +269,7 @@ def test_phase_shares_mistakes_named(tmp_path, mistake, phrase):
 
 def test_phase_shares_none_must_raise_value_error(tmp_path):
     path = tmp_path / "t.json"
-    with pytest.raises(AssertionError, match="stopped with ZeroDivisionError: check the summed duration"):
+    with pytest.raises(AssertionError, match="stopped with ZeroDivisionError: .*; check the summed duration"):
         cp.check_phase_shares(lambda t, p: phase_shares(t, p, raise_none=False), path, EVENTS, WANT)
 
     def zeros_when_none(trace_path, phases):
