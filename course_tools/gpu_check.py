@@ -1,7 +1,7 @@
 """`make gpu-check`: run every worked notebook at real size on a CUDA GPU and report its figures.
 
 For each lesson (`course_tools.lessons.assignment_ids()`, so a new lesson is never left out) it runs
-nbval over notebooks/<lesson>/ with pyproject's options (--nbval-lax: the NBVAL_CHECK_OUTPUT cells
+nbval over notebooks/<lesson>/ with pyproject's options (--nbval-lax: the nbval-check-output cells
 must print what they print on a CPU), and gathers the figures the notebook recorded with
 `helpers.report.record` while it ran. The report (gpu-report/report.md, report.json, one nbval log
 per lesson) therefore shows what the student's notebook measures, not a second copy of it; a

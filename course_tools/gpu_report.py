@@ -106,7 +106,7 @@ def render_markdown(report: dict) -> str:
               f"{machine.get('commit') or 'unknown'}",
               f"- torch {machine['torch']} (CUDA {machine['cuda'] or 'none'}), Python {machine['python']}, "
               f"{machine['platform']}, {machine['cpu_count']} CPU cores",
-              "- each lesson: nbval over its worked notebook (--nbval-lax: the NBVAL_CHECK_OUTPUT cells "
+              "- each lesson: nbval over its worked notebook (--nbval-lax: the nbval-check-output cells "
               "must print what they print on a CPU), then the figures that notebook recorded", ""]
     for lesson, section in lessons.items():
         lines += _lesson_lines(lesson, section)

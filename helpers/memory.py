@@ -52,6 +52,16 @@ def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
     )
 
 
+class _Saved:
+    """What the meter keeps for autograd: the saved tensor and its version when it was saved (a
+    detached alias shares the tensor's version counter, so later in-place changes show)."""
+
+    __slots__ = ("tensor", "version")
+
+    def __init__(self, tensor: torch.Tensor):
+        self.tensor, self.version = tensor, tensor._version
+
+
 class SavedTensorMeter:
     """Measure the unique storage bytes autograd saves for backward inside a `with` block.
 
@@ -76,10 +86,11 @@ class SavedTensorMeter:
         self._parameter_pointers: set[int] = set()
         self._hooks = None
 
-    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+    def _pack(self, tensor: torch.Tensor) -> _Saved:
         # Saving the tensor itself would make a saved output hold its own grad_fn: a reference
         # cycle that keeps the graph alive even after gc. A detached alias shares the storage.
         saved = tensor.detach()
+        packed = _Saved(saved)
         try:
             storage = saved.untyped_storage()
             pointer, nbytes = storage.data_ptr(), storage.nbytes()
@@ -87,7 +98,7 @@ class SavedTensorMeter:
             # Tensors without a plain storage (e.g. some subclasses) count by their own size.
             pointer, nbytes = None, tensor_bytes(saved)
         if nbytes == 0 or pointer in self._parameter_pointers:
-            return saved
+            return packed
         if pointer is not None:
             holders = self._seen.setdefault(pointer, [])
             # An address is only a duplicate while a tensor saved on it is alive; once the graph
@@ -95,13 +106,13 @@ class SavedTensorMeter:
             already_counted = any(holder() is not None for holder in holders)
             holders.append(weakref.ref(saved))
             if already_counted:
-                return saved
+                return packed
         self.bytes += nbytes
         self.count += 1
         self.live += nbytes
         self.peak = max(self.peak, self.live)
         weakref.finalize(saved, self._release, pointer, nbytes)
-        return saved
+        return packed
 
     def _release(self, pointer: int | None, nbytes: int) -> None:
         """A saved tensor was freed: its storage stops counting as live unless another saved
@@ -113,7 +124,16 @@ class SavedTensorMeter:
             self.live -= nbytes
 
     @staticmethod
-    def _unpack(saved: torch.Tensor) -> torch.Tensor:
+    def _unpack(packed: _Saved) -> torch.Tensor:
+        # With saved-tensor hooks on, autograd no longer checks that a saved tensor was left as
+        # it was; the meter must not turn that error into a silently wrong gradient, so it checks.
+        saved = packed.tensor
+        if saved._version != packed.version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{saved.type()} {list(saved.shape)}] is at version {saved._version}; expected "
+                f"version {packed.version} instead (checked by helpers.memory.SavedTensorMeter, as autograd "
+                "checks it without the meter)")
         return saved
 
     def __enter__(self) -> SavedTensorMeter:

@@ -90,7 +90,8 @@ def plot_stacked_memory(bars: Mapping[str, Mapping[str, float]], *, ylabel: str 
 
 
 def plot_error_per_tensor(errors: Mapping[str, Mapping[str, float]], *, title: str = "", ax=None):
-    """Draw grouped bars on a log axis from {method: {tensor name: error}}; returns the Axes."""
+    """Draw grouped bars on a log axis from {method: {tensor name: error}}; returns the Axes. An
+    error of exactly 0, which a log axis cannot place, is a hatched stub at LOG_FLOOR labelled "0"."""
     _require_non_empty_mapping(errors, "errors")
     names: list[str] = []
     for method, per_tensor in errors.items():
@@ -100,9 +101,14 @@ def plot_error_per_tensor(errors: Mapping[str, Mapping[str, float]], *, title: s
     ax = _axes(ax)
     width = 0.8 / len(errors)
     for offset, (method, per_tensor) in enumerate(errors.items()):
-        heights = [max(float(per_tensor.get(n, 0.0)), LOG_FLOOR) for n in names]
+        values = [float(per_tensor.get(n, 0.0)) for n in names]
         positions = [i + (offset - (len(errors) - 1) / 2) * width for i in range(len(names))]
-        ax.bar(positions, heights, width=width, label=method)
+        bars = ax.bar(positions, [max(v, LOG_FLOOR) for v in values], width=width, label=method)
+        for bar, value in zip(bars, values, strict=True):
+            if value <= 0.0:
+                bar.set_hatch("//")
+                ax.annotate("0", (bar.get_x() + bar.get_width() / 2, LOG_FLOOR), ha="center", va="bottom",
+                            xytext=(0, 2), textcoords="offset points")
     ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
     ax.set_yscale("log")
     ax.set(ylabel="error", title=title)

@@ -215,3 +215,31 @@ def test_accumulation_peak_cell_runs_on_a_cpu_stand_in(monkeypatch, tmp_path, ca
          namespace)
     assert "effective batch      8: CUDA peak" in capsys.readouterr().out
     assert figures.read_text().count("CUDA peak, effective batch") == 4
+
+
+def test_meter_keeps_autograds_check_of_in_place_changes():
+    """Saved-tensor hooks switch off autograd's own check that a saved tensor was not changed in
+    place; the meter checks it instead, so a step between a forward and its backward still raises
+    torch's error instead of giving a silently wrong gradient."""
+    model = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2))   # the second layer saves its weight
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with SavedTensorMeter(model):
+        loss = model(torch.randn(3, 4)).pow(2).sum()
+    loss.backward(retain_graph=True)
+    optimizer.step()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_meter_peak_counts_what_is_alive_at_once():
+    """`bytes` adds up every saved storage; `peak` is the most held at one moment: a backward frees
+    its graph's saved tensors before the next forward saves new ones."""
+    model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+    batches = [torch.randn(8, 4) for _ in range(4)]
+    with SavedTensorMeter(model) as one_by_one:
+        for x in batches:
+            model(x).sum().backward()
+    with SavedTensorMeter(model) as all_at_once:
+        sum(model(x).sum() for x in batches).backward()
+    assert one_by_one.bytes == all_at_once.bytes == 4 * one_by_one.peak
+    assert all_at_once.peak == all_at_once.bytes and one_by_one.live == all_at_once.live == 0

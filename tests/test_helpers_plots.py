@@ -60,6 +60,9 @@ def test_plot_error_per_tensor_floors_zeros():
     assert len(ax.patches) == 4 and ax.get_yscale() == "log"
     assert min(p.get_height() for p in ax.patches) == plots.LOG_FLOOR
     assert [t.get_text() for t in ax.get_xticklabels()] == ["w", "b"]
+    # The exact zero is marked as such, not drawn as a tiny error.
+    assert [p.get_hatch() for p in ax.patches].count("//") == 1
+    assert [t.get_text() for t in ax.texts] == ["0"]
 
 
 def test_plot_timeline():

@@ -44,7 +44,11 @@ def test_source_is_authored_cleanly(path):
             assert meta.get("points", 0) > 0 and meta.get("locked"), f"{meta['grade_id']}: points, locked"
         if meta.get("solution"):
             assert "### BEGIN SOLUTION" in cell.source, f"{meta['grade_id']} has no solution region"
+        # nbval reads its markers from cell tags (nbval-check-output...): students read no harness comments.
+        assert "NBVAL_" not in cell.source, f"{path.name}: use an nbval-* cell tag ({cell.source[:40]!r})"
     assert len(ids) == len(set(ids)), f"{path.name}: grade ids repeat"
+    assert any("nbval-check-output" in cell.metadata.get("tags", []) for cell in notebook.cells), (
+        f"{path.name}: no cell has its output checked by nbval")
 
 
 def test_release_holds_no_solution_or_hidden_test():
@@ -104,3 +108,14 @@ def test_committed_solutions_are_current(released_course):
             executed = nbformat.read(committed_path, as_version=4)
             assert all(c.get("execution_count") for c in executed.cells if c.cell_type == "code"), (
                 f"notebooks/{assignment}/{committed_path.name} was not executed top to bottom")
+
+
+def test_executed_notebooks_hold_no_widget_views():
+    """A widget's output names a model only its kernel holds: reopened with a new kernel, JupyterLab
+    shows "Error displaying widget: model not found" there. Progress bars end as a line of text."""
+    for assignment in ASSIGNMENTS:
+        for path in notebooks_of(REPO_ROOT / "notebooks" / assignment):
+            for cell in nbformat.read(path, as_version=4).cells:
+                for output in cell.get("outputs", []):
+                    assert "application/vnd.jupyter.widget-view+json" not in output.get("data", {}), (
+                        f"{path.name}: a widget view is saved in {cell.source[:40]!r}")

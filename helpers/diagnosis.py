@@ -1,0 +1,59 @@
+"""A failed check reads as its diagnosis, first, in the student's notebook.
+
+A check that fails raises an AssertionError whose message says what is wrong and what to do.
+IPython would print it last, under some twenty lines of traceback through helpers/checks_*.py
+that the student cannot act on, wrapped in Validate's dialog too. `show_diagnoses_first()`, called
+by each lesson's setup cell, makes IPython show such a failure as its message alone. Errors raised
+anywhere else, the student's own code included, keep their full traceback: there the frames are
+the student's and point at the line to fix.
+
+While nbgrader autogrades, test cells run in the grader's process and their failures are already
+written as one line; the kernel is left as it is.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Modules whose failed asserts are the course's diagnoses.
+CHECK_MODULES = ("helpers.",)
+
+
+def raised_by_a_check(tb) -> bool:
+    """True when the innermost frame of traceback `tb` (where the error was raised) is a helper's."""
+    innermost = None
+    while tb is not None:
+        innermost, tb = tb, tb.tb_next
+    module = "" if innermost is None else innermost.tb_frame.f_globals.get("__name__", "")
+    return module.startswith(CHECK_MODULES)
+
+
+def diagnosis_lines(error: BaseException) -> list[str]:
+    """What a failed check shows: its type and message, and nothing else."""
+    message = str(error).strip() or "the check failed without a message"
+    return [f"{type(error).__name__}: {message}"]
+
+
+def show_diagnoses_first(shell=None) -> bool:
+    """Install, in IPython (or `shell`), the display of failed checks as their message alone.
+    Returns whether it did: not outside IPython, nor while nbgrader autogrades."""
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde":
+        return False
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return False
+        shell = get_ipython()
+    if shell is None:
+        return False
+
+    def show(shell, etype, value, tb, tb_offset=None):
+        if not raised_by_a_check(tb):
+            return shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        lines = diagnosis_lines(value)
+        shell._showtraceback(etype, value, lines)
+        return lines
+
+    shell.set_custom_exc((AssertionError,), show)
+    return True
