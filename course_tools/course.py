@@ -10,7 +10,7 @@ import nbformat
 from nbgrader.apps import NbGraderAPI
 from nbgrader.converters import GenerateSolution
 from nbgrader.coursedir import CourseDirectory
-from nbgrader.preprocessors import Execute
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from nbgrader.utils import capture_log, temp_attrs
 from traitlets.config import Config, PyFileConfigLoader
 
@@ -78,12 +78,31 @@ def generate_release(api: NbGraderAPI, assignment: str) -> None:
     require_success(api.generate_assignment(assignment, force=True), f"generate_assignment {assignment}")
 
 
+# The student's release tags the cells that raise until an exercise is done (its test cell, and a
+# demonstration that calls the student's function), so that Run All goes on past them.
+UNTIL_SOLVED_TAG = "raises-exception"
+
+
+class DropUntilSolvedTags(NbGraderPreprocessor):
+    """In the worked solution every cell must run cleanly: nbval and the executing step would
+    accept an error from a cell tagged raises-exception, so the solution view drops the tag."""
+
+    def preprocess_cell(self, cell, resources, index):
+        tags = cell.metadata.get("tags")
+        if tags and UNTIL_SOLVED_TAG in tags:
+            cell.metadata["tags"] = [tag for tag in tags if tag != UNTIL_SOLVED_TAG]
+            if not cell.metadata["tags"]:
+                del cell.metadata["tags"]
+        return cell, resources
+
+
 def generate_solution(api: NbGraderAPI, assignment: str, execute: bool = True) -> None:
     """Write notebooks/<assignment>/: the worked solution, executed top to bottom (or, with
     execute=False, only its cells: enough to tell whether the committed one is stale)."""
     with temp_attrs(api.coursedir, assignment_id=assignment):
         app = GenerateSolution(coursedir=api.coursedir, parent=api)
         app.force = True
+        app.preprocessors = [DropUntilSolvedTags, *app.preprocessors]
         if not execute:
             app.preprocessors = [p for p in app.preprocessors if p is not Execute]
         result = capture_log(app)

@@ -14,6 +14,7 @@ written as one line; the kernel is left as it is.
 from __future__ import annotations
 
 import os
+import textwrap
 
 # Modules whose failed asserts are the course's diagnoses.
 CHECK_MODULES = ("helpers.",)
@@ -28,10 +29,18 @@ def raised_by_a_check(tb) -> bool:
     return module.startswith(CHECK_MODULES)
 
 
+# Output areas break an overlong line anywhere, mid-word included; Validate's dialog does not break
+# it at all. Lines of this width break between words and fit both.
+WIDTH = 96
+
+
 def diagnosis_lines(error: BaseException) -> list[str]:
-    """What a failed check shows: its type and message, and nothing else."""
+    """What a failed check shows: its type and message, broken between words, and nothing else."""
     message = str(error).strip() or "the check failed without a message"
-    return [f"{type(error).__name__}: {message}"]
+    lines = []
+    for paragraph in f"{type(error).__name__}: {message}".splitlines():
+        lines += textwrap.wrap(paragraph, WIDTH, break_long_words=False, break_on_hyphens=False) or [""]
+    return lines
 
 
 def show_diagnoses_first(shell=None) -> bool:
