@@ -510,6 +510,33 @@ def test_release_runs_to_the_end_failing_only_on_the_stubs(page, lab, lesson):
         assert bars or finished_bars(ran), "the notebook runs progress() but no progress bar appeared"
 
 
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_a_saved_notebook_reopens_without_widget_errors(page, lab, lesson):
+    """A worked notebook, saved by the kernel that ran it and opened with a new one, as a student
+    reopens theirs: nothing says a widget is missing where a progress bar ran."""
+    notebook = nbformat.read(notebook_of(lab.root / "notebooks" / lesson), as_version=4)
+    # JupyterLab saves no widget state unless asked (Settings > Save Widget State Automatically).
+    notebook.metadata.pop("widgets", None)
+    saved = lab.root / "reopened" / lesson / "saved.ipynb"
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, saved)
+    open_notebook(page, lab, saved.relative_to(lab.root).as_posix())
+    # A student's own notebook is trusted (they ran it), so JupyterLab draws its widget outputs
+    # as widgets instead of their text fallback.
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:trust'); }")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    page.wait_for_function("() => window.jupyterapp.shell.currentWidget.content.model.cells.get(0).trusted")
+    # The whole notebook in the viewport, so that every cell renders (JupyterLab renders only what
+    # is in view), and time for widget views, which render asynchronously.
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": 32_000})
+    page.wait_for_timeout(3000)
+    shown = page.locator(".jp-NotebookPanel:visible").inner_text()
+    page.set_viewport_size(VIEWPORT)
+    assert "Error displaying widget" not in shown and "model not found" not in shown
+    if uses_progress_bars(notebook_json(page)):
+        assert finished_bars(notebook_json(page)), "the saved notebook should keep each bar's line of text"
+
+
 def filled_in(release: dict, solution: dict) -> dict:
     """The release notebook as a student hands it in: each solution cell holds the worked
     solution's code, everything else (locked test cells, their checksums) as released."""

@@ -207,13 +207,14 @@ def test_audit_hooks_are_refused(tmp_path):
 
 
 def test_endless_cells_share_one_time_budget(tmp_path):
-    import time
-
-    started = time.monotonic()
     cells = run(["value = 1"] + ["while True:\n    pass"] * 10 + ["print(value)"], tmp_path,
                 timeout=2, submission_timeout=7)
-    assert time.monotonic() - started < 30, "ten endless cells must not cost ten timeouts"
-    assert TIMED_OUT in dict(errors(cells[1]))
+    # Counted, not timed (a busy machine cannot flake it): a 7 s budget at 2 s a cell lets at most
+    # four endless cells run into the cell timeout; every later cell is stopped by the budget.
+    outcomes = [TIMED_OUT if TIMED_OUT in dict(errors(cell)) else next(iter(dict(errors(cell))), None)
+                for cell in cells[1:]]
+    assert outcomes[0] == TIMED_OUT and outcomes.count(TIMED_OUT) <= 4, outcomes
+    assert set(outcomes[outcomes.count(TIMED_OUT):]) == {OUT_OF_TIME}, outcomes
     [(name, message)] = errors(cells[-1])
     assert name == OUT_OF_TIME and "time budget of 7 s" in message
 

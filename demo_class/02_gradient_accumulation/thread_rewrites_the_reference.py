@@ -1,4 +1,4 @@
-# about: An attack: exercise 1 trains nothing and starts a thread that, while the test runs, keeps copying the newest parameters of any same-shaped model into the student's model and overwriting dicts that look like references.
+# about: An attack: exercise 1 trains nothing and starts a thread that, while the test runs, keeps copying the newest parameters of any same-shaped model into the student's model and overwriting dicts that look like references. The thread stops once the models it was handed are gone, so that only exercise 1 is at stake.
 # kind: hostile
 # base: solution
 # loses: ex1_1_test
@@ -7,34 +7,43 @@
 import gc
 import threading
 import time
+import weakref
 
 import torch
 
 _targets = []
 
 
+def _rewrite(models):
+    for model in models:
+        shapes = [p.shape for p in model.parameters()]
+        for obj in gc.get_objects():
+            if isinstance(obj, dict) and ("expected" in obj or "reference" in obj):
+                obj.update(expected=None, reference=None)
+            elif isinstance(obj, torch.nn.Module) and obj is not model and \
+                    [p.shape for p in obj.parameters()] == shapes:
+                with torch.no_grad():
+                    for mine, theirs in zip(model.parameters(), obj.parameters()):
+                        mine.copy_(theirs)
+
+
 def _meddle():
     while True:
         time.sleep(0.002)
+        alive = [model for model in (ref() for ref in _targets) if model is not None]
+        if _targets and not alive:
+            return
         try:
-            for model in list(_targets):
-                shapes = [p.shape for p in model.parameters()]
-                for obj in gc.get_objects():
-                    if isinstance(obj, dict) and ("expected" in obj or "reference" in obj):
-                        obj.update(expected=None, reference=None)
-                    elif isinstance(obj, torch.nn.Module) and obj is not model and \
-                            [p.shape for p in obj.parameters()] == shapes:
-                        with torch.no_grad():
-                            for mine, theirs in zip(model.parameters(), obj.parameters()):
-                                mine.copy_(theirs)
+            _rewrite(alive)
         except Exception:
             pass
+        del alive   # hold no model while asleep: once the test drops them, the thread stops
 
 
 threading.Thread(target=_meddle, daemon=True).start()
 
 
 def train_accumulated(model, optimizer, loss_fn, micro_batches, accum_steps):
-    _targets[:] = [model]
+    _targets[:] = [weakref.ref(model)]
     time.sleep(0.05)
     return [0.0] * (len(micro_batches) // accum_steps)
