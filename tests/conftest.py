@@ -1,11 +1,10 @@
 """Fixtures shared by the pipeline and grading tests: throw-away copies of the course."""
 
 import os
-import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
+from support import copy_course
 
 # `make test` runs two pytest-xdist workers on two cores, and each starts kernels (nbgrader, nbval,
 # JupyterLab) whose torch would take every core again; the spinning OpenMP threads then fight, and
@@ -35,32 +34,6 @@ def torch_on_one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def cuda_branch(lesson: str, cell_id: str) -> str:
-    """The body of `if device.type == "cuda":` in a source notebook's cell, dedented: what a GPU
-    runs and CI never does, for tests that run it on CPU stand-ins."""
-    import nbformat
-
-    notebook = next((REPO_ROOT / "source" / lesson).glob("*.ipynb"))
-    cell = next(c.source for c in nbformat.read(notebook, as_version=4).cells if c.get("id") == cell_id)
-    lines = cell.splitlines()
-    start = lines.index('if device.type == "cuda":')
-    body = []
-    for line in lines[start + 1:]:
-        if line and not line.startswith(" "):
-            break
-        body.append(line)
-    return textwrap.dedent("\n".join(body))
-
-
-def copy_course(destination: Path) -> Path:
-    """A course folder holding only what a teacher authors: source/ and nbgrader_config.py."""
-    destination.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(REPO_ROOT / "source", destination / "source",
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    shutil.copy(REPO_ROOT / "nbgrader_config.py", destination / "nbgrader_config.py")
-    return destination
 
 
 @pytest.fixture(scope="session")

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import copy_course
 from nbgrader.api import Gradebook
+from support import copy_course
 
 from course_tools.autograde import default_db_url, grade_class
 from course_tools.course import generate_release, open_course

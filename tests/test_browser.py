@@ -17,25 +17,21 @@ CI keeps it). Needs Chromium (`apt-get install chromium`, or CHROMIUM=/path/to/c
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import copy_course
+from support import SCREENSHOTS, Lab, copy_course, free_port, lab_environment, write_lab_config
 
 from course_tools.course import REPO_ROOT, assignment_ids, generate_release, open_course
 
@@ -51,7 +47,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
-SCREENSHOTS = REPO_ROOT / "test-artifacts" / "screenshots"
 LESSONS = assignment_ids(REPO_ROOT)
 # The stub nbgrader writes into every solution cell of release/ (nbgrader_config.py).
 STUB_MESSAGE = "write your solution here, then run the test cell below"
@@ -112,100 +107,14 @@ def browser_course(browser_prerequisites, tmp_path_factory):
     return root
 
 
-@dataclass
-class Lab:
-    url: str
-    token: str
-    root: Path
-    log: Path
-    shutdowns: list[threading.Thread] = field(default_factory=list)
-
-    def api(self, method: str, path: str):
-        request = urllib.request.Request(f"{self.url}{path}", method=method,
-                                         headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            body = response.read()
-        return json.loads(body) if body else None
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-    def shut_down_kernels(self) -> None:
-        for session in self.api("GET", "/api/sessions"):
-            self.api("DELETE", f"/api/sessions/{session['id']}")
-
-    def shut_down_kernels_soon(self) -> None:
-        """Shut the kernels down without waiting for them to exit (a kernel that imported
-        torch takes seconds); the next notebook's kernel starts meanwhile."""
-        sessions = self.api("GET", "/api/sessions")
-        thread = threading.Thread(daemon=True, target=lambda: [
-            self.api("DELETE", f"/api/sessions/{session['id']}") for session in sessions])
-        thread.start()
-        self.shutdowns.append(thread)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _lab_environment(home: Path) -> dict[str, str]:
-    """This environment's Jupyter, with every per-user Jupyter folder in `home`, so that nothing
-    of the user's (kernels, settings, workspaces) comes in and nothing of the test leaks out."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "JPY_"))}
-    folders = {
-        "JUPYTER_CONFIG_DIR": home / "config",
-        "JUPYTER_DATA_DIR": home / "data",
-        "JUPYTER_RUNTIME_DIR": home / "runtime",
-        "JUPYTERLAB_SETTINGS_DIR": home / "config" / "lab" / "user-settings",
-        "JUPYTERLAB_WORKSPACES_DIR": home / "config" / "lab" / "workspaces",
-        "IPYTHONDIR": home / "ipython",
-        "MPLCONFIGDIR": home / "matplotlib",
-    }
-    for name, folder in folders.items():
-        folder.mkdir(parents=True, exist_ok=True)
-        env[name] = str(folder)
-    # Kernelspecs from this environment first: `python3` runs this Python (torch, helpers).
-    env["JUPYTER_PATH"] = str(Path(sys.prefix) / "share" / "jupyter")
-    # nbgrader runs the `alembic` command of its own environment (formgrader's gradebook).
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    return env
-
-
-def _write_lab_config(home: Path) -> None:
-    config = {
-        "ServerApp": {"open_browser": False, "allow_root": True, "port_retries": 0},
-        # No network: no news feed, no update check, no extension manager talking to PyPI.
-        "LabApp": {
-            "news_url": None,
-            "check_for_updates_class": "jupyterlab.NeverCheckForUpdate",
-            "extension_manager": "readonly",
-            # window.jupyterapp: the tests read the notebook model (outputs) as JupyterLab holds it.
-            "expose_app_in_browser": True,
-        },
-    }
-    (home / "config" / "jupyter_server_config.json").write_text(json.dumps(config, indent=1))
-    settings = {
-        # Without this, a toast asking about Jupyter news covers a corner of every screenshot.
-        "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
-        # No empty page below the last cell in the screenshots.
-        "notebook-extension/tracker": {"scrollPastEnd": False},
-    }
-    for name, values in settings.items():
-        path = home / "config" / "lab" / "user-settings" / "@jupyterlab" / f"{name}.jupyterlab-settings"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(values))
-
-
 @pytest.fixture(scope="module")
 def lab(browser_course, tmp_path_factory):
     """JupyterLab on localhost, serving the course copy; nbgrader reads the course's
     nbgrader_config.py from the server's working directory, so the server starts in the course."""
     home = tmp_path_factory.mktemp("jupyter_home")
-    env = _lab_environment(home)
-    _write_lab_config(home)
-    port, token = _free_port(), uuid.uuid4().hex
+    env = lab_environment(home)
+    write_lab_config(home)
+    port, token = free_port(), uuid.uuid4().hex
     log = home / "jupyterlab.log"
     with log.open("wb") as log_file:
         process = subprocess.Popen(

@@ -38,7 +38,7 @@ import pytest
 import test_browser
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output, new_raw_cell
 from nbgrader.api import Gradebook
-from test_browser import SCREENSHOTS, Lab, _free_port, _lab_environment, _write_lab_config
+from support import SCREENSHOTS, Lab, free_port, lab_environment, write_lab_config
 
 from course_tools.course import REPO_ROOT, generate_release, open_course
 
@@ -222,9 +222,9 @@ def formgrader(graded_course, tmp_path_factory):
     """`jupyter server` on 127.0.0.1 with a token, in the course folder (nbgrader's formgrader
     extension reads the course's nbgrader_config.py from there)."""
     home = tmp_path_factory.mktemp("formgrader_home")
-    env = _lab_environment(home)
-    _write_lab_config(home)
-    port, token = _free_port(), uuid.uuid4().hex
+    env = lab_environment(home)
+    write_lab_config(home)
+    port, token = free_port(), uuid.uuid4().hex
     log = home / "server.log"
     with log.open("wb") as log_file:
         process = subprocess.Popen(

@@ -5,7 +5,7 @@ import weakref
 
 import pytest
 import torch
-from conftest import cuda_branch
+from support import cuda_branch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 

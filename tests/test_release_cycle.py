@@ -20,13 +20,13 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
-from conftest import copy_course
 from nbgrader.api import Gradebook
 from nbgrader.apps import NbGraderAPI
 from nbgrader.auth import Authenticator
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.exchange import ExchangeFactory
 from nbgrader.utils import capture_log
+from support import copy_course
 from traitlets.config import Config
 
 from course_tools.course import generate_release, hidden_test_lines, load_config, require_success

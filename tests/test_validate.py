@@ -6,17 +6,14 @@ realistic mistake of the demo classes are validated in test_validate_corpus.py, 
 below.
 """
 
-from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import copy_course
-from nbconvert.filters import strip_ansi
-from nbgrader.validator import Validator
+from support import copy_course, failed_cells, validate
 
 from course_tools.cells import grade_id
 from course_tools.cells import is_test as is_test_cell
-from course_tools.course import generate_release, load_config, open_course
+from course_tools.course import generate_release, open_course
 
 pytestmark = pytest.mark.slow
 
@@ -35,23 +32,6 @@ def course(tmp_path_factory):
 def release_notebooks(course):
     return {path.name: nbformat.read(path, as_version=4)
             for path in sorted((course / "release" / ASSIGNMENT).glob("*.ipynb"))}
-
-
-def validate(course, path: Path) -> dict:
-    """What the Validate button reports: the Validator configured by the course's nbgrader_config.py
-    (the button reads nbgrader_config.py from the directory JupyterLab was started in)."""
-    return Validator(config=load_config(course)).validate(str(path))
-
-
-def failed_cells(results: dict, notebook) -> dict[str, str]:
-    """grade id -> error text (ANSI colours removed) of each cell the Validator reports as failing."""
-    assert set(results) <= {"failed"}, f"Validate reported {sorted(results)}, not only failures: {results}"
-    by_source = {cell.source.strip(): grade_id(cell) for cell in notebook.cells if is_test_cell(cell)}
-    failed = {}
-    for entry in results.get("failed", []):
-        assert entry["source"] in by_source, f"Validate failed on a cell that is not a test cell: {entry}"
-        failed[by_source[entry["source"]]] = strip_ansi(entry["raw_error"])
-    return failed
 
 
 def test_untouched_release_fails_every_exercise(course, release_notebooks, tmp_path):

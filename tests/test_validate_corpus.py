@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_validate import failed_cells, validate
+from support import failed_cells, validate
 
 from course_tools.course import assignment_ids
 from course_tools.demo_class import DEMO_ROOT, build_notebook, kind_of, load_demo_class
