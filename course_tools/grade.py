@@ -2,8 +2,8 @@
 
 `make course` hands in the four demo classes and grades them together with the course's parallel
 grader (course_tools.autograde: one nbgrader autograde per student, on a local Dask cluster). The
-tests grade each class in one stock `nbgrader autograde` call instead (`grade_demo_class`), and
-tests/test_autograde.py checks that both give the same grades."""
+tests grade each class in one stock `nbgrader autograde` call instead (`grade_demo_class` in
+tests/support.py), and read the gradebook with `read_scores` as this job does."""
 
 from __future__ import annotations
 
@@ -77,41 +77,6 @@ def read_scores(gradebook: Gradebook, assignment: str) -> dict[str, tuple[dict, 
                 max_scores[grade.name] = float(grade.max_score)
         result[submission.student.id] = (scores, max_scores)
     return result
-
-
-def grade_demo_class(root: Path, assignment: str, demo_root: Path = DEMO_ROOT,
-                     cell_timeout: int | None = DEMO_CELL_TIMEOUT_S) -> list[GradedSubmission]:
-    """Hand in the demo class, autograde it in one call, write feedback, and read the gradebook."""
-    api = open_course(root, cell_timeout)
-    submissions = write_submissions(root, assignment, demo_root)
-    started = time.time()
-    require_success(api.autograde(assignment, "*", force=True, create=True), f"autograde {assignment}")
-    seconds = grading_seconds(Path(root), assignment, [s.student for s in submissions], started)
-    require_success(api.generate_feedback(assignment, force=True), f"generate_feedback {assignment}")
-    with Gradebook(api.coursedir.db_url, api.coursedir.course_id) as gradebook:
-        recorded = read_scores(gradebook, assignment)
-    graded = []
-    for submission in submissions:
-        if submission.student not in recorded:
-            raise RuntimeError(f"{submission.student} has no grades for {assignment} in the gradebook")
-        graded.append(GradedSubmission(submission, *recorded[submission.student],
-                                       seconds=seconds.get(submission.student)))
-    return graded
-
-
-def grading_seconds(root: Path, assignment: str, students: list[str], started: float) -> dict[str, float]:
-    """How long each submission took inside the one autograde call: nbgrader grades them one after
-    another and writes each autograded notebook when it is done, so the gaps between those writes
-    are the per-submission times."""
-    finished = {}
-    for student in students:
-        notebooks = list((root / "autograded" / student / assignment).glob("*.ipynb"))
-        if notebooks:
-            finished[student] = max(path.stat().st_mtime for path in notebooks)
-    seconds, previous = {}, started
-    for student, when in sorted(finished.items(), key=lambda item: item[1]):
-        seconds[student], previous = when - previous, when
-    return seconds
 
 
 def corpus_summary(graded_by_assignment: dict[str, list[GradedSubmission]]) -> str:

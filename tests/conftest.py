@@ -1,7 +1,6 @@
 """Fixtures shared by the pipeline and grading tests: throw-away copies of the course."""
 
 import os
-from pathlib import Path
 
 import pytest
 from support import copy_course
@@ -12,7 +11,6 @@ from support import copy_course
 # process, set before anything imports torch, and inherited by every kernel the tests start.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config):

@@ -11,19 +11,23 @@ import socket
 import sys
 import textwrap
 import threading
+import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 from nbconvert.filters import strip_ansi
+from nbgrader.api import Gradebook
 from nbgrader.validator import Validator
 
 from course_tools.cells import grade_id
 from course_tools.cells import is_test as is_test_cell
-from course_tools.course import load_config
+from course_tools.course import load_config, open_course, require_success
+from course_tools.demo_class import DEMO_CELL_TIMEOUT_S, DEMO_ROOT, write_submissions
+from course_tools.grade import GradedSubmission, read_scores
+from course_tools.lessons import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = REPO_ROOT / "test-artifacts" / "screenshots"
 
 
@@ -49,6 +53,41 @@ def cuda_branch(lesson: str, cell_id: str) -> str:
             break
         body.append(line)
     return textwrap.dedent("\n".join(body))
+
+
+def grade_demo_class(root: Path, assignment: str, demo_root: Path = DEMO_ROOT,
+                     cell_timeout: int | None = DEMO_CELL_TIMEOUT_S) -> list[GradedSubmission]:
+    """Hand in the demo class, autograde it in one call, write feedback, and read the gradebook."""
+    api = open_course(root, cell_timeout)
+    submissions = write_submissions(root, assignment, demo_root)
+    started = time.time()
+    require_success(api.autograde(assignment, "*", force=True, create=True), f"autograde {assignment}")
+    seconds = grading_seconds(Path(root), assignment, [s.student for s in submissions], started)
+    require_success(api.generate_feedback(assignment, force=True), f"generate_feedback {assignment}")
+    with Gradebook(api.coursedir.db_url, api.coursedir.course_id) as gradebook:
+        recorded = read_scores(gradebook, assignment)
+    graded = []
+    for submission in submissions:
+        if submission.student not in recorded:
+            raise RuntimeError(f"{submission.student} has no grades for {assignment} in the gradebook")
+        graded.append(GradedSubmission(submission, *recorded[submission.student],
+                                       seconds=seconds.get(submission.student)))
+    return graded
+
+
+def grading_seconds(root: Path, assignment: str, students: list[str], started: float) -> dict[str, float]:
+    """How long each submission took inside the one autograde call: nbgrader grades them one after
+    another and writes each autograded notebook when it is done, so the gaps between those writes
+    are the per-submission times."""
+    finished = {}
+    for student in students:
+        notebooks = list((root / "autograded" / student / assignment).glob("*.ipynb"))
+        if notebooks:
+            finished[student] = max(path.stat().st_mtime for path in notebooks)
+    seconds, previous = {}, started
+    for student, when in sorted(finished.items(), key=lambda item: item[1]):
+        seconds[student], previous = when - previous, when
+    return seconds
 
 
 def validate(course, path: Path) -> dict:

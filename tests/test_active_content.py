@@ -5,7 +5,6 @@ import base64
 import copy
 import logging
 from html.parser import HTMLParser
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -21,8 +20,8 @@ from course_tools.active_content import (
     neutralise_cell,
     sanitise_html,
 )
+from course_tools.lessons import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 LISTENER = "http://127.0.0.1:9"
 PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg==")
 # A DataFrame's _repr_html_, as pandas writes it.

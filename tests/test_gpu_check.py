@@ -7,12 +7,10 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 from course_tools import gpu_check, gpu_report
-from course_tools.lessons import assignment_ids
+from course_tools.lessons import REPO_ROOT, assignment_ids
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = REPO_ROOT / "course_tools" / "gpu_check.sh"
 # The quickest notebook on a CPU: the self-test in CI runs it alone (make gpu-check runs them all).
 QUICKEST = "04_memory"

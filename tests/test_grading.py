@@ -13,11 +13,12 @@ import re
 
 import nbformat
 import pytest
+from support import grade_demo_class
 
 from course_tools.cells import is_test
 from course_tools.course import REPO_ROOT, assignment_ids, hidden_test_lines
 from course_tools.demo_class import DEMO_ROOT, load_demo_class
-from course_tools.grade import export_grades, grade_demo_class
+from course_tools.grade import export_grades
 from course_tools.sandbox import sandbox_status
 
 GRADED_ASSIGNMENTS = [a for a in assignment_ids(REPO_ROOT) if (DEMO_ROOT / a).is_dir()]

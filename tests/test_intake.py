@@ -47,9 +47,9 @@ from course_tools.intake import (
     read_submitted_notebook,
     remove_unsafe_entries,
 )
+from course_tools.lessons import REPO_ROOT
 from course_tools.submission_files import remove_tree
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 SECRET = "STUDENT-CONTENT-7f3a"
 HIDDEN = 'assert add(40, 2) == 42, "forty-two expected"'
 TEST_CELL = ('assert add(1, 2) == 3, "add(1, 2) should be 3"\nprint("visible check passed")\n'

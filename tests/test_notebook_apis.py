@@ -16,9 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_tools.lessons import assignment_ids
+from course_tools.lessons import REPO_ROOT, assignment_ids
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = [path for lesson in assignment_ids(REPO_ROOT)
              for path in sorted((REPO_ROOT / "source" / lesson).glob("*.ipynb"))]
 

@@ -21,10 +21,10 @@ from support import failed_cells, validate
 
 from course_tools.course import assignment_ids
 from course_tools.demo_class import DEMO_ROOT, build_notebook, kind_of, load_demo_class
+from course_tools.lessons import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 CORRECT_ONES = {"04_memory": ("reference", "alternative_positions")}
 
 
