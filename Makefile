@@ -22,7 +22,7 @@ $(STAMP): requirements.txt pyproject.toml
 
 # Regenerate release/ and notebooks/, grade the demo class, write feedback/ and grades.csv.
 course: setup
-	$(BIN)/python -m course_tools.grade
+	$(BIN)/python -m course_tools.jobs.grade_demo_class
 
 # Grade every submission of ASSIGNMENT (or ASSIGNMENT=all) in submitted/, one Dask task per student:
 # WORKERS=4 local worker processes, or SCHEDULER=tcp://host:8786; DB=<gradebook URL> (default: sqlite).
@@ -30,11 +30,11 @@ course: setup
 ASSIGNMENT ?= all
 grade: setup
 	WORKERS="$(WORKERS)" SCHEDULER="$(SCHEDULER)" DB="$(DB)" \
-	  $(BIN)/python -m course_tools.autograde $(ASSIGNMENT) $(STUDENTS)
+	  $(BIN)/python -m course_tools.jobs.grade_class $(ASSIGNMENT) $(STUDENTS)
 
 # Regenerate release/ (student versions) and notebooks/ (executed solutions) from source/.
 views: setup
-	$(BIN)/python -m course_tools.course
+	$(BIN)/python -m course_tools.jobs.build_views
 
 # Lint, unit tests, pipeline, grading of the demo class and nbval over notebooks/, $(JOBS) workers.
 test: setup
@@ -55,12 +55,12 @@ lab: setup
 
 # Measure each notebook's run time on this machine (the table in docs/run-time.md).
 benchmark: setup
-	$(BIN)/python -m course_tools.benchmark --update-readme
+	$(BIN)/python -m course_tools.measure.notebook_times --update-readme
 
 # Grade a synthetic class (32 submissions) four ways: nbclient alone, stock nbgrader, the course's
 # grader serially and with 2 workers; the grading table in docs/run-time.md (about 15 minutes on 2 cores).
 grading-benchmark: setup
-	$(BIN)/python -m course_tools.grading_benchmark --update-readme $(GRADING_BENCHMARK_ARGS)
+	$(BIN)/python -m course_tools.measure.grading_benchmark --update-readme $(GRADING_BENCHMARK_ARGS)
 
 clean:
 	rm -rf submitted feedback gradebook.db grades.csv cell_times.csv .grading
@@ -70,9 +70,9 @@ clean:
 # recorded, into gpu-report/ (report.md, report.json). Uses the machine's own torch; without a GPU,
 # the same notebooks on the CPU. GPU_CHECK_ARGS passes options on, e.g. "--lessons 04_memory".
 gpu-check:
-	bash course_tools/gpu_check.sh $(GPU_CHECK_ARGS)
+	bash course_tools/measure/gpu_check.sh $(GPU_CHECK_ARGS)
 
 # The wheels gpu-check needs besides torch (CPython 3.12, x86_64 Linux) into gpu-wheels/, for a
 # GPU machine without internet: copy that folder into the repository there.
 gpu-wheels:
-	PYTHON=$(PYTHON) bash course_tools/gpu_check.sh --wheels
+	PYTHON=$(PYTHON) bash course_tools/measure/gpu_check.sh --wheels

@@ -17,21 +17,21 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from course_tools.active_content import NeutraliseActiveContent
-from course_tools.cell_order import RestoreCellOrder
-from course_tools.execute import GuardedExecute
-from course_tools.feedback import (
+from course_tools.grading.active_content import NeutraliseActiveContent
+from course_tools.grading.cell_order import RestoreCellOrder
+from course_tools.grading.execute import GuardedExecute
+from course_tools.grading.feedback import (
     ConciseErrors,
     RedactHiddenTests,
     clean_graded_folder,
     keep_only_feedback_pages,
 )
-from course_tools.intake import IntakeNotes, SubmissionIntake
-from course_tools.lessons import CELL_TIMEOUT_S
+from course_tools.grading.intake import IntakeNotes, SubmissionIntake
+from course_tools.lessons import CELL_TIMEOUT_S, COURSE_ID
 
 c = get_config()  # noqa: F821 - provided by traitlets when it executes this file
 
-c.CourseDirectory.course_id = "efficient-pytorch"
+c.CourseDirectory.course_id = COURSE_ID
 c.CourseDirectory.root = str(Path(__file__).resolve().parent)
 # Worked, executed solutions are committed as notebooks/ (nbval runs over them).
 c.CourseDirectory.solution_directory = "notebooks"
@@ -75,9 +75,9 @@ c.OverwriteCells.add_missing_cells = True
 # Feedback shows each failure message but neither the hidden tests' code nor tracebacks echoing it,
 # nor an output that prints it (RedactHiddenTests also keeps a student's marker text from failing
 # ClearHiddenTests); and the feedback folder holds the notebooks' pages only, never what the
-# student or their code left beside them (course_tools/feedback.py). Nothing of the student's runs
+# student or their code left beside them (course_tools/grading/feedback.py). Nothing of the student's runs
 # in the page: NeutraliseActiveContent comes last, because RedactHiddenTests rewrites output lines
-# and a student who prints a marker chooses which (course_tools/active_content.py).
+# and a student who prints a marker chooses which (course_tools/grading/active_content.py).
 c.GenerateFeedback.preprocessors = [
     GetGrades,
     CSSHTMLHeaderPreprocessor,
@@ -91,7 +91,7 @@ c.GenerateFeedback.post_convert_hook = keep_only_feedback_pages
 
 # Before nbgrader copies or reads a submission: links and special files removed, extra files
 # beyond a quota removed, an unreadable notebook graded as the blank release, all of it noted in
-# the student's feedback (course_tools/intake.py). After grading: links and special files the
+# the student's feedback (course_tools/grading/intake.py). After grading: links and special files the
 # student's code left in its folder removed.
 c.Autograde.pre_convert_hook = SubmissionIntake(extra_files_quota_mb=200, notebook_limit_mb=50,
                                                 notebook_file_limit_mb=500, folder_depth_limit=20,
@@ -114,9 +114,9 @@ c.Autograde.sanitize_preprocessors = [
 
 # Grade every submission to completion, whatever its code does: GuardedExecute survives dying
 # kernels and output floods, sandboxes each kernel (bubblewrap) where the machine allows, and
-# undoes patching of checks, torch and builtins before each test (course_tools/execute.py).
+# undoes patching of checks, torch and builtins before each test (course_tools/grading/execute.py).
 # The autograded notebook, which the formgrader shows the teacher on their own Jupyter origin,
-# is written with nothing in it that runs (course_tools/active_content.py).
+# is written with nothing in it that runs (course_tools/grading/active_content.py).
 c.Autograde.autograde_preprocessors = [
     GuardedExecute,
     NeutraliseActiveContent,

@@ -1,1 +1,2 @@
-"""Course machinery: regenerate the views, grade the demo class, benchmark the notebooks."""
+"""Course machinery, in layers that import only downwards: measure/ over jobs/ over grading/ over
+the base (lessons, cells, units). No notebook imports it."""

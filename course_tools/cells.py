@@ -8,6 +8,8 @@ of the wrong type.
 
 from __future__ import annotations
 
+import nbformat
+
 
 def nbgrader_metadata(cell) -> dict:
     """The cell's nbgrader metadata, {} when it has none (or something that is not a dict)."""
@@ -35,3 +37,25 @@ def is_read_only(cell) -> bool:
     grading = nbgrader_metadata(cell)
     read_only = bool(grading.get("locked") or grading.get("grade"))
     return cell.get("cell_type") == "code" and read_only and not grading.get("solution")
+
+
+def notebook_cells(paths):
+    """Every cell of the notebooks at these paths, in order."""
+    for path in paths:
+        yield from nbformat.read(path, as_version=4).cells
+
+
+def hidden_test_lines(cells) -> set[str]:
+    """The meaningful lines that stand only between BEGIN and END HIDDEN TESTS in these cells:
+    what release/ and feedback must never show."""
+    hidden, visible = set(), set()
+    for cell in cells:
+        inside = False
+        for line in cell.source.splitlines():
+            if "BEGIN HIDDEN TESTS" in line:
+                inside = True
+            elif "END HIDDEN TESTS" in line:
+                inside = False
+            elif len(line.strip()) > 12 and not line.strip().startswith(("#", ")", "]")):
+                (hidden if inside else visible).add(line.strip())
+    return hidden - visible

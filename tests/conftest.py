@@ -1,9 +1,18 @@
-"""Fixtures shared by the pipeline and grading tests: throw-away copies of the course."""
+"""Fixtures shared by test modules: throw-away copies of the course, and Chromium for the browser
+tests."""
 
 import os
 
 import pytest
-from support import copy_course
+from support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    PAGE_TIMEOUT_MS,
+    VIEWPORT,
+    copy_course,
+    missing_browser_prerequisite,
+    on_ci,
+)
 
 # `make test` runs two pytest-xdist workers on two cores, and each starts kernels (nbgrader, nbval,
 # JupyterLab) whose torch would take every core again; the spinning OpenMP threads then fight, and
@@ -37,10 +46,36 @@ def torch_on_one_thread():
 @pytest.fixture(scope="session")
 def released_course(tmp_path_factory):
     """A fresh course copy with release/ generated (and the assignments in its gradebook)."""
-    from course_tools.course import assignment_ids, generate_release, open_course
+    from course_tools.jobs.nbgrader_course import generate_release, open_course
+    from course_tools.lessons import assignment_ids
 
     root = copy_course(tmp_path_factory.mktemp("course"))
     api = open_course(root)
     for assignment in assignment_ids(root):
         generate_release(api, assignment)
     return root
+
+
+@pytest.fixture(scope="module")
+def browser_prerequisites():
+    """Skip the module without Chromium or Playwright; on CI (CI=true) fail instead."""
+    missing = missing_browser_prerequisite()
+    if missing and on_ci():
+        pytest.fail(f"CI=true but {missing}", pytrace=False)
+    if missing:
+        pytest.skip(missing)
+
+
+@pytest.fixture(scope="module")
+def browser(browser_prerequisites):
+    """One headless Chromium for the module; each test opens its own tab in it."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
+                                              headless=True)
+        context = chromium.new_context(viewport=VIEWPORT)
+        context.set_default_timeout(PAGE_TIMEOUT_MS)
+        yield context
+        context.close()
+        chromium.close()

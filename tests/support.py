@@ -23,12 +23,43 @@ from nbgrader.validator import Validator
 
 from course_tools.cells import grade_id
 from course_tools.cells import is_test as is_test_cell
-from course_tools.course import load_config, open_course, require_success
-from course_tools.demo_class import DEMO_CELL_TIMEOUT_S, DEMO_ROOT, write_submissions
-from course_tools.grade import GradedSubmission, read_scores
+from course_tools.jobs.demo_class import DEMO_CELL_TIMEOUT_S, DEMO_ROOT, write_submissions
+from course_tools.jobs.grade_demo_class import GradedSubmission, read_scores
+from course_tools.jobs.nbgrader_course import load_config, open_course, require_success
 from course_tools.lessons import REPO_ROOT
 
 SCREENSHOTS = REPO_ROOT / "test-artifacts" / "screenshots"
+
+# Chromium for the browser tests: Debian's, or CHROMIUM=/path/to/chrome.
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # Chromium refuses to start as root with its sandbox; CI containers run as root
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+VIEWPORT = {"width": 1280, "height": 900}
+# Generous: a notebook takes 10-20 s on a 2-core CPU, but CI machines are slow and shared.
+PAGE_TIMEOUT_MS = 120_000
+
+
+def missing_browser_prerequisite() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return ("the browser tests need Playwright for Python: pip install 'playwright>=1.48,<2' "
+                "(it is in requirements.txt; `make setup` installs it)")
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        return (f"the browser tests need Chromium at {CHROMIUM}: apt-get install chromium "
+                "(or point CHROMIUM at a Chromium or Chrome binary)")
+    return None
+
+
+def on_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"true", "1"}
 
 
 def copy_course(destination: Path) -> Path:

@@ -1,4 +1,4 @@
-"""course_tools/active_content.py: each kind of active content a notebook can carry is made inert,
+"""course_tools/grading/active_content.py: each kind of active content a notebook can carry is made inert,
 and what a teacher reads (text, tables, images, the lessons' own markdown) is kept."""
 
 import base64
@@ -11,8 +11,8 @@ import pytest
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output, new_raw_cell
 
-from course_tools import active_content
-from course_tools.active_content import (
+from course_tools.grading import active_content
+from course_tools.grading.active_content import (
     REMOVED_IMAGE,
     REMOVED_NOTE,
     NeutraliseActiveContent,

@@ -1,4 +1,4 @@
-"""The parallel grader (course_tools.autograde) with real parts: a Dask scheduler and two workers as
+"""The parallel grader (course_tools.jobs.grade_class) with real parts: a Dask scheduler and two workers as
 separate processes over TCP on 127.0.0.1, a throw-away PostgreSQL server, a worker killed while it
 grades and a coordinator interrupted and run again. Each class grades as serial nbgrader does.
 
@@ -23,16 +23,16 @@ import pytest
 from nbgrader.api import Gradebook
 from support import copy_course
 
-from course_tools.autograde import default_db_url, grade_class
-from course_tools.course import generate_release, open_course
-from course_tools.demo_class import DEMO_ROOT, load_demo_class, write_submissions
-from course_tools.grade import read_scores
+from course_tools.jobs.demo_class import DEMO_ROOT, load_demo_class, write_submissions
+from course_tools.jobs.grade_class import default_db_url, grade_class
+from course_tools.jobs.grade_demo_class import read_scores
+from course_tools.jobs.nbgrader_course import generate_release, open_course
+from course_tools.lessons import COURSE_ID
 
 pytestmark = pytest.mark.slow
 
 ASSIGNMENT = "04_memory"
 STUDENTS = ("reference", "counts_parameters", "wrong_quick_check")
-COURSE_ID = "efficient-pytorch"
 # The student's kernel tries the gradebook's server: the sandbox has no network, and the server's
 # Unix socket lies outside the kernel's view.
 CALLS_THE_GRADEBOOK = '''# about: Tries to reach the gradebook's server by TCP and by its socket.
@@ -199,7 +199,7 @@ def test_a_postgres_gradebook_survives_an_interrupted_coordinator(tmp_path, post
     url, port, socket_path = postgres
     caller = CALLS_THE_GRADEBOOK.format(port=port, socket_path=socket_path)
     root = make_class(tmp_path / "course", {"calls_the_gradebook": caller}, db_url=url)
-    command = [sys.executable, "-m", "course_tools.autograde", ASSIGNMENT, "--root", str(root),
+    command = [sys.executable, "-m", "course_tools.jobs.grade_class", ASSIGNMENT, "--root", str(root),
                "--workers", "2", "--db", url]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True)
@@ -229,7 +229,7 @@ def test_a_postgres_gradebook_survives_an_interrupted_coordinator(tmp_path, post
 
 def test_a_grading_failure_names_its_cause(tmp_path, monkeypatch):
     """nbgrader only says "Please see the above traceback"; the teacher must read the cause."""
-    import course_tools.autograde as autograde
+    import course_tools.jobs.grade_class as autograde
 
     root = make_class(tmp_path / "course")
     load_config = autograde.load_config
@@ -249,7 +249,7 @@ def test_a_grading_failure_names_its_cause(tmp_path, monkeypatch):
 
 
 def test_the_cause_is_the_first_exception_in_the_captured_log():
-    from course_tools.autograde import failure_cause
+    from course_tools.jobs.grade_class import failure_cause
 
     log = ("[INFO] Converting notebook\n[ERROR] There was an error processing assignment\n"
            "[ERROR] Traceback (most recent call last):\n  File \"x.py\", line 1, in run\n    start()\n"

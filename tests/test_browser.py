@@ -17,7 +17,6 @@ CI keeps it). Needs Chromium (`apt-get install chromium`, or CHROMIUM=/path/to/c
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import signal
@@ -31,55 +30,17 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from support import SCREENSHOTS, Lab, copy_course, free_port, lab_environment, write_lab_config
+from support import SCREENSHOTS, VIEWPORT, Lab, copy_course, free_port, lab_environment, write_lab_config
 
-from course_tools.course import REPO_ROOT, assignment_ids, generate_release, open_course
+from course_tools.jobs.nbgrader_course import generate_release, open_course
+from course_tools.lessons import REPO_ROOT, assignment_ids
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = [
-    "--no-sandbox",  # Chromium refuses to start as root with its sandbox; CI containers run as root
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 LESSONS = assignment_ids(REPO_ROOT)
 # The stub nbgrader writes into every solution cell of release/ (nbgrader_config.py).
 STUB_MESSAGE = "write your solution here, then run the test cell below"
-VIEWPORT = {"width": 1280, "height": 900}
-# Generous: a notebook takes 10-20 s on a 2-core CPU, but CI machines are slow and shared.
-PAGE_TIMEOUT_MS = 120_000
 RUN_TIMEOUT_MS = 600_000
-
-
-def _missing_prerequisite() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return ("the browser tests need Playwright for Python: pip install 'playwright>=1.48,<2' "
-                "(it is in requirements.txt; `make setup` installs it)")
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        return (f"the browser tests need Chromium at {CHROMIUM}: apt-get install chromium "
-                "(or point CHROMIUM at a Chromium or Chrome binary)")
-    return None
-
-
-def _on_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"true", "1"}
-
-
-@pytest.fixture(scope="module")
-def browser_prerequisites():
-    """Skip the module without Chromium or Playwright; on CI (CI=true) fail instead."""
-    missing = _missing_prerequisite()
-    if missing and _on_ci():
-        pytest.fail(f"CI=true but {missing}", pytrace=False)
-    if missing:
-        pytest.skip(missing)
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,21 +115,6 @@ def lab(browser_course, tmp_path_factory):
 # --------------------------------------------------------------------------------------------
 # The browser
 # --------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser(browser_prerequisites):
-    """One headless Chromium for the module; each test opens its own tab in it."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
-                                              headless=True)
-        context = chromium.new_context(viewport=VIEWPORT)
-        context.set_default_timeout(PAGE_TIMEOUT_MS)
-        yield context
-        context.close()
-        chromium.close()
 
 
 @pytest.fixture
@@ -486,7 +432,7 @@ def test_validate_dialog_shows_the_diagnosis_not_a_traceback(page, lab):
     """A realistic mistake (demo student 04/checkpoints_before_shrinking) in an otherwise
     finished notebook: Validate's dialog names the failing test with the course's message, and no
     traceback through the helpers stands before it."""
-    from course_tools.demo_class import DEMO_ROOT, parse_submission
+    from course_tools.jobs.demo_class import DEMO_ROOT, parse_submission
 
     lesson = LESSONS[-1]
     mistake = parse_submission(DEMO_ROOT / lesson / "checkpoints_before_shrinking.py")

@@ -11,7 +11,7 @@ student's feedback page are opened in Chromium: the listener hears nothing, no f
 alert fires, and the student's text, table and image still show. The same holds for a notebook
 autograded before the course made outputs inert.
 
-Needs Chromium and Playwright, as tests/test_browser.py does (its fixtures are reused here).
+Needs Chromium and Playwright, as tests/test_browser.py does (the fixtures are in conftest.py).
 """
 
 from __future__ import annotations
@@ -35,18 +35,14 @@ from typing import Any
 
 import nbformat
 import pytest
-import test_browser
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output, new_raw_cell
 from nbgrader.api import Gradebook
 from support import SCREENSHOTS, Lab, free_port, lab_environment, write_lab_config
 
-from course_tools.course import REPO_ROOT, generate_release, open_course
+from course_tools.jobs.nbgrader_course import generate_release, open_course
+from course_tools.lessons import REPO_ROOT
 
 pytestmark = pytest.mark.browser
-
-# tests/test_browser.py's fixtures: Chromium (or a skip saying how to install it) and one browser.
-browser_prerequisites = test_browser.browser_prerequisites
-browser = test_browser.browser
 
 STUDENT = "mallory"
 TEXT_OUTPUT = "STUDENT-TEXT-OUTPUT"

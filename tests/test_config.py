@@ -10,17 +10,18 @@ from nbgrader.converters import Autograde, GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions, Execute, IgnorePattern, OverwriteCells
 
-from course_tools.active_content import NeutraliseActiveContent
-from course_tools.course import REPO_ROOT, load_config
-from course_tools.execute import GuardedExecute
-from course_tools.feedback import (
+from course_tools.grading.active_content import NeutraliseActiveContent
+from course_tools.grading.execute import GuardedExecute
+from course_tools.grading.feedback import (
     REDACTED,
     ConciseErrors,
     RedactHiddenTests,
     clean_graded_folder,
     keep_only_feedback_pages,
 )
-from course_tools.intake import IntakeNotes, SubmissionIntake
+from course_tools.grading.intake import IntakeNotes, SubmissionIntake
+from course_tools.jobs.nbgrader_course import load_config
+from course_tools.lessons import COURSE_ID, REPO_ROOT
 
 
 def configurable_classes():
@@ -43,7 +44,7 @@ def test_every_section_and_option_exists():
 
 def test_course_directory():
     coursedir = CourseDirectory(config=load_config())
-    assert coursedir.course_id == "efficient-pytorch"
+    assert coursedir.course_id == COURSE_ID
     assert coursedir.root == str(REPO_ROOT)
     assert coursedir.solution_directory == "notebooks"
     for pattern in (".ipynb_checkpoints", "__pycache__", "*.pt", "*.ckpt", "*.pt.trace.json", "profiles"):
@@ -163,8 +164,8 @@ def test_guarded_execute_takes_the_course_execute_options():
 
 
 def test_the_demo_class_grades_under_its_own_timeout():
-    from course_tools.course import open_course
-    from course_tools.demo_class import DEMO_CELL_TIMEOUT_S
+    from course_tools.jobs.demo_class import DEMO_CELL_TIMEOUT_S
+    from course_tools.jobs.nbgrader_course import open_course
 
     api = open_course(cell_timeout=DEMO_CELL_TIMEOUT_S)
     assert GuardedExecute(config=api.config).timeout == DEMO_CELL_TIMEOUT_S

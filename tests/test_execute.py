@@ -4,9 +4,10 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from course_tools.cell_order import RestoreCellOrder
-from course_tools.course import REPO_ROOT
-from course_tools.execute import DIED, OUT_OF_TIME, TIMED_OUT, GuardedExecute
+from course_tools.grading.cell_order import RestoreCellOrder
+from course_tools.grading.execute import GuardedExecute
+from course_tools.grading.guard_channel import DIED, OUT_OF_TIME, TIMED_OUT
+from course_tools.lessons import REPO_ROOT
 
 REPO_HELPERS = REPO_ROOT / "helpers"
 

@@ -8,10 +8,10 @@ import re
 import subprocess
 import sys
 
-from course_tools import gpu_check, gpu_report
 from course_tools.lessons import REPO_ROOT, assignment_ids
+from course_tools.measure import gpu_check, gpu_report
 
-SCRIPT = REPO_ROOT / "course_tools" / "gpu_check.sh"
+SCRIPT = REPO_ROOT / "course_tools" / "measure" / "gpu_check.sh"
 # The quickest notebook on a CPU: the self-test in CI runs it alone (make gpu-check runs them all).
 QUICKEST = "04_memory"
 

@@ -15,11 +15,11 @@ import nbformat
 import pytest
 from support import grade_demo_class
 
-from course_tools.cells import is_test
-from course_tools.course import REPO_ROOT, assignment_ids, hidden_test_lines
-from course_tools.demo_class import DEMO_ROOT, load_demo_class
-from course_tools.grade import export_grades
-from course_tools.sandbox import sandbox_status
+from course_tools.cells import hidden_test_lines, is_test, notebook_cells
+from course_tools.grading.sandbox import sandbox_status
+from course_tools.jobs.demo_class import DEMO_ROOT, load_demo_class
+from course_tools.jobs.grade_demo_class import export_grades
+from course_tools.lessons import REPO_ROOT, assignment_ids
 
 GRADED_ASSIGNMENTS = [a for a in assignment_ids(REPO_ROOT) if (DEMO_ROOT / a).is_dir()]
 
@@ -87,7 +87,8 @@ class GradedDemoClass:
         text = feedback_text(released_course, self.assignment, student)
         assert "BEGIN HIDDEN TESTS" not in text
         shown = {line.strip() for line in text.splitlines()}
-        leaked = hidden_test_lines((released_course / "source" / self.assignment).glob("*.ipynb")) & shown
+        sources = (released_course / "source" / self.assignment).glob("*.ipynb")
+        leaked = hidden_test_lines(notebook_cells(sources)) & shown
         assert not leaked, f"{student}'s feedback shows hidden test code: {sorted(leaked)[:2]}"
         says = graded[student].submission.says
         assert says in feedback_outputs(released_course, self.assignment, student), (
@@ -167,7 +168,8 @@ class GradedDemoClass:
     def test_no_hidden_test_line_anywhere_in_any_feedback(self, graded, released_course):
         """Not even inside a longer line: a printed input history is one long line. Lines the release
         itself shows (inside a longer visible line) are no secret."""
-        hidden = hidden_test_lines((released_course / "source" / self.assignment).glob("*.ipynb"))
+        sources = (released_course / "source" / self.assignment).glob("*.ipynb")
+        hidden = hidden_test_lines(notebook_cells(sources))
         releases = [nbformat.read(path, as_version=4)
                     for path in (released_course / "release" / self.assignment).glob("*.ipynb")]
         release = "\n".join(cell.source for notebook in releases for cell in notebook.cells)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from course_tools.grading_benchmark import projection, report
+from course_tools.measure.grading_benchmark import projection, report
 
 
 def test_projection_scales_the_per_submission_time_by_workers():
@@ -22,7 +22,7 @@ def test_report_states_each_way_against_the_floor():
 
 @pytest.mark.parametrize("argv", [["--submissions", "0"], ["--workers", "0"]])
 def test_nonsense_sizes_are_refused(argv):
-    from course_tools.grading_benchmark import main
+    from course_tools.measure.grading_benchmark import main
 
     with pytest.raises(SystemExit):
         main(argv)

@@ -20,11 +20,12 @@ from support import cuda_branch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from torch.utils.data import DataLoader
 
+from course_tools.lessons import REPO_ROOT
 from helpers import checks_profiling as cp
 from helpers import collect_profiling, data, models, remote, wire
 from helpers.grads import param_snapshot
 
-SOURCE = Path(__file__).resolve().parent.parent / "source" / "03_profiling" / "profiling.ipynb"
+SOURCE = REPO_ROOT / "source" / "03_profiling" / "profiling.ipynb"
 
 
 def _noisy():

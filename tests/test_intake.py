@@ -1,5 +1,5 @@
-"""What the grader takes in from a submission, and what feedback may show (course_tools/intake.py,
-course_tools/feedback.py): links, special files, folders too deep or too full, unreadable, oversized
+"""What the grader takes in from a submission, and what feedback may show (course_tools/grading/intake.py,
+course_tools/grading/feedback.py): links, special files, folders too deep or too full, unreadable, oversized
 and old-format notebooks, pasted cells, marker text, printed hidden tests and files the formgrader
 would serve as pages, first on their own, then through nbgrader's autograde and generate_feedback on
 a one-exercise course."""
@@ -25,10 +25,8 @@ from nbgrader.utils import find_all_files
 from tornado.web import StaticFileHandler
 from traitlets.log import get_logger
 
-from course_tools import intake
-from course_tools.course import generate_release, open_course
-from course_tools.demo_class import parse_submission, write_files
-from course_tools.feedback import (
+from course_tools.grading import intake
+from course_tools.grading.feedback import (
     INERT_TYPES,
     LOGGED_RENAMES,
     REDACTED,
@@ -38,17 +36,17 @@ from course_tools.feedback import (
     redact_text,
     served_type,
 )
-from course_tools.intake import (
+from course_tools.grading.intake import (
     PLACEHOLDER_KEY,
     IntakeNotes,
     SubmissionIntake,
     Unreadable,
-    enforce_quota,
     read_submitted_notebook,
-    remove_unsafe_entries,
 )
+from course_tools.grading.submission_files import enforce_quota, remove_tree, remove_unsafe_entries
+from course_tools.jobs.demo_class import parse_submission, write_files
+from course_tools.jobs.nbgrader_course import generate_release, open_course
 from course_tools.lessons import REPO_ROOT
-from course_tools.submission_files import remove_tree
 
 SECRET = "STUDENT-CONTENT-7f3a"
 HIDDEN = 'assert add(40, 2) == 42, "forty-two expected"'

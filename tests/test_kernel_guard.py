@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import helpers.checks_accumulation
-from course_tools.kernel_guard import Guard
+from course_tools.grading.kernel_guard import Guard
 
 
 @pytest.fixture

@@ -6,8 +6,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from course_tools.cells import hidden_test_lines, notebook_cells
 from course_tools.cells import nbgrader_metadata as nbgrader_meta
-from course_tools.course import REPO_ROOT, assignment_ids, generate_solution, hidden_test_lines, open_course
+from course_tools.jobs.build_views import generate_solution
+from course_tools.jobs.nbgrader_course import open_course
+from course_tools.lessons import REPO_ROOT, assignment_ids
 
 ASSIGNMENTS = assignment_ids(REPO_ROOT)
 GRADE_ID = re.compile(r"^(setup|ex\d+_(spec|\d+_(solution|test)))$")
@@ -53,7 +56,7 @@ def test_source_is_authored_cleanly(path):
 
 def test_release_holds_no_solution_or_hidden_test():
     """Everything under release/ is what students get: no solution, no hidden test, stubs in place."""
-    hidden = set().union(*(hidden_test_lines([p]) for p in source_notebooks()))
+    hidden = set().union(*(hidden_test_lines(notebook_cells([p])) for p in source_notebooks()))
     assert hidden, "the source notebooks should have hidden tests"
     for path in (REPO_ROOT / "release").rglob("*"):
         if not path.is_file():

@@ -29,9 +29,10 @@ from nbgrader.utils import capture_log
 from support import copy_course
 from traitlets.config import Config
 
-from course_tools.course import generate_release, hidden_test_lines, load_config, require_success
-from course_tools.demo_class import DEMO_ROOT, build_notebook, parse_submission
-from course_tools.grade import read_scores
+from course_tools.cells import hidden_test_lines, notebook_cells
+from course_tools.jobs.demo_class import DEMO_ROOT, build_notebook, parse_submission
+from course_tools.jobs.grade_demo_class import read_scores
+from course_tools.jobs.nbgrader_course import generate_release, load_config, require_success
 
 pytestmark = [
     pytest.mark.slow,
@@ -201,7 +202,7 @@ def test_feedback_shows_the_mistake_without_hidden_tests(cycle, name):
     text = "\n".join(page_text(p) for p in pages)
     assert "BEGIN HIDDEN TESTS" not in text
     shown = {line.strip() for line in text.splitlines()}
-    leaked = hidden_test_lines((cycle.course / "source" / ASSIGNMENT).glob("*.ipynb")) & shown
+    leaked = hidden_test_lines(notebook_cells((cycle.course / "source" / ASSIGNMENT).glob("*.ipynb"))) & shown
     assert not leaked, f"{name}'s feedback shows hidden test code: {sorted(leaked)[:2]}"
     # The phrase must be in a failure message, not merely in the (visible) test code of the page.
     errors = [message for page in pages for message in error_messages(page)]

@@ -18,24 +18,31 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
-from course_tools import sandbox
-from course_tools.sandbox import (
+from course_tools.grading import sandbox
+from course_tools.grading.memory_cgroups import (
     CGROUP_PREFIX,
-    MB,
-    Bubblewrap,
+    ENTER_CGROUP,
     KernelMemoryCgroup,
-    SandboxedKernelManager,
-    SandboxStatus,
     grader_memory_cgroup,
-    grading_sandbox,
     memory_cgroups,
     remove_stale_memory_cgroups,
-    sandbox_environment,
+)
+from course_tools.grading.sandbox import (
+    SandboxedKernelManager,
+    SandboxStatus,
+    grading_sandbox,
     sandbox_setting,
     sandbox_status,
+)
+from course_tools.grading.sandbox_command import (
+    Bubblewrap,
+    grader_python,
+    kernel_python,
+    sandbox_environment,
     sandboxed_command,
 )
-from course_tools.sandbox_command import grader_python, kernel_python
+from course_tools.lessons import REPO_ROOT
+from course_tools.units import MB
 
 needs_sandbox = pytest.mark.skipif(not sandbox_status().available, reason=sandbox_status().message)
 needs_memory_cgroups = pytest.mark.skipif(not memory_cgroups().available, reason=memory_cgroups().description)
@@ -94,6 +101,7 @@ def run_sandboxed(tmp_path, probe, *args, timeout=120, python=sys.executable, cg
     cgroup = KernelMemoryCgroup.create(cgroups, limits["memory_bytes"]) if cgroups.available else None
     try:
         command = sandboxed_command([python, "-c", probe, *args], str(workdir), str(connection),
+                                    bwrap=sandbox_status().bwrap,
                                     memory_cgroup=None if cgroup is None else str(cgroup.path), **limits)
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                                 env={**sandbox_environment(), "GRADER_SECRET": SECRET})
@@ -256,10 +264,11 @@ def test_without_a_writable_memory_cgroup_the_limits_are_per_process_and_said_so
 @pytest.mark.skipif(os.geteuid() != 0 or not memory_cgroups().available, reason="needs a root grader whose "
                     "memory cgroups work, to compare with a grader that is not root")
 def test_a_grader_that_is_not_root_falls_back_to_per_process_limits():
-    ask = "from course_tools.sandbox import memory_cgroups; print(memory_cgroups().description)"
+    ask = ("from course_tools.grading.memory_cgroups import memory_cgroups; "
+           "print(memory_cgroups().description)")
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     asked = subprocess.run([*nobody, sys.executable, "-c", ask], capture_output=True, text=True, timeout=60,
-                           cwd=Path(__file__).parent.parent)
+                           cwd=REPO_ROOT)
     if asked.returncode != 0:
         pytest.skip(f"this Python cannot run as nobody: {asked.stderr.strip()[-200:]}")
     assert asked.stdout.startswith("memory bounded per process only (cannot make a memory cgroup under "), \
@@ -273,7 +282,7 @@ def test_cgroups_of_a_grader_that_crashed_are_removed_with_what_runs_in_them():
     dead.wait()
     stale = KernelMemoryCgroup(cgroups.parent / f"{CGROUP_PREFIX}{dead.pid}-1-0", cgroups.version)
     stale.path.mkdir()
-    left_running = subprocess.Popen(["/bin/sh", "-c", sandbox.ENTER_CGROUP, str(stale.path), "sleep", "60"])
+    left_running = subprocess.Popen(["/bin/sh", "-c", ENTER_CGROUP, str(stale.path), "sleep", "60"])
     ours = KernelMemoryCgroup.create(cgroups, 64 * MB)
     try:
         deadline = time.monotonic() + 10
@@ -431,7 +440,8 @@ def test_the_process_limit_counts_each_sandbox_alone(tmp_path):
         connection = tmp_path / f"{name}.json"
         connection.write_text("{}")
         command = sandboxed_command([sys.executable, "-c", FORKS, "40", "2"], str(workdir), str(connection),
-                                    memory_bytes=2 * 2**30, cpu_seconds=60, processes=64)
+                                    memory_bytes=2 * 2**30, cpu_seconds=60, processes=64,
+                                    bwrap=sandbox_status().bwrap)
         return subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=sandbox_environment())
 
     first, second = start("one"), start("two")
@@ -532,7 +542,8 @@ def test_a_kernel_runs_in_a_memory_cgroup_of_its_own_that_goes_with_it(sandboxed
 def test_a_kernel_killed_for_memory_is_replaced_and_its_cgroup_removed(tmp_path, caplog):
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from course_tools.execute import DIED, GuardedExecute
+    from course_tools.grading.execute import GuardedExecute
+    from course_tools.grading.guard_channel import DIED
 
     config = Config()
     config.SandboxedKernelManager.memory_limit_bytes = 512 * MB
@@ -696,7 +707,7 @@ def test_one_decision_whether_grading_is_sandboxed(monkeypatch):
 def test_grading_refuses_to_run_unsandboxed_when_required(monkeypatch):
     import nbformat
 
-    from course_tools.execute import GuardedExecute
+    from course_tools.grading.execute import GuardedExecute
 
     def executor(setting):
         grader = GuardedExecute(sandbox=setting, kernel_name="python3")
@@ -711,7 +722,7 @@ def test_grading_refuses_to_run_unsandboxed_when_required(monkeypatch):
 
 
 def test_the_setting_is_read_from_the_configuration():
-    from course_tools.course import load_config
+    from course_tools.jobs.nbgrader_course import load_config
 
     assert sandbox_setting(load_config()) == "auto"
     config = Config()

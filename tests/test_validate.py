@@ -13,7 +13,7 @@ from support import copy_course, failed_cells, validate
 
 from course_tools.cells import grade_id
 from course_tools.cells import is_test as is_test_cell
-from course_tools.course import generate_release, open_course
+from course_tools.jobs.nbgrader_course import generate_release, open_course
 
 pytestmark = pytest.mark.slow
 

@@ -19,9 +19,8 @@ import nbformat
 import pytest
 from support import failed_cells, validate
 
-from course_tools.course import assignment_ids
-from course_tools.demo_class import DEMO_ROOT, build_notebook, kind_of, load_demo_class
-from course_tools.lessons import REPO_ROOT
+from course_tools.jobs.demo_class import DEMO_ROOT, build_notebook, kind_of, load_demo_class
+from course_tools.lessons import REPO_ROOT, assignment_ids
 
 pytestmark = pytest.mark.slow
 

@@ -1,11 +1,13 @@
-"""Test cells judged in the grader's process (course_tools.verdict): the kernel runs only students' code."""
+"""Test cells judged in the grader's process (course_tools.grading.verdict): the kernel runs only
+students' code."""
 
 import base64
 import json
 
 from nbformat.v4 import new_code_cell, new_notebook
 
-from course_tools.execute import DIED, TIMED_OUT, GuardedExecute
+from course_tools.grading.execute import GuardedExecute
+from course_tools.grading.guard_channel import DIED, TIMED_OUT
 
 
 def graded(grade_id, source, **flags):

@@ -24,7 +24,6 @@ The hooks find the grading and feedback folders in nbgrader's default layout,
 from __future__ import annotations
 
 import html
-import io
 import json
 import mimetypes
 import os
@@ -32,14 +31,12 @@ import re
 import stat
 from pathlib import Path
 
-import nbformat
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 from traitlets.log import get_logger
 
-from course_tools.cells import is_test
-from course_tools.course import hidden_test_lines
-from course_tools.submission_files import remove_entry, remove_unsafe_entries, shown
+from course_tools.cells import hidden_test_lines, is_test
+from course_tools.grading.submission_files import remove_entry, remove_unsafe_entries, shown
 
 REDACTED = "(hidden test code removed)"
 # nbgrader's release_feedback reads these two beside each page; they never reach the student.
@@ -129,18 +126,16 @@ class RedactHiddenTests(NbGraderPreprocessor):
     """Feedback never shows a hidden test line, whatever a cell printed; goes before ClearHiddenTests.
 
     The hidden lines are those of the notebook's own test cells (restored from the release at
-    autograde), as `course_tools.course.hidden_test_lines` defines them. Every output line that
-    contains one, or a hidden-test marker, is replaced. Marker text in any other cell (a
-    student's comment, say) is changed so that ClearHiddenTests, which raises on a hidden-test
+    autograde), as `course_tools.cells.hidden_test_lines` defines them. Every output line that
+    contains one, or a hidden-test marker, is replaced. Marker text in any other cell (a student's
+    comment, say) is changed so that ClearHiddenTests, which raises on a hidden-test
     region outside a test cell, leaves the cell alone.
     """
 
     def preprocess(self, nb, resources):
         clear = ClearHiddenTests(config=self.config)
         markers = (clear.begin_test_delimeter, clear.end_test_delimeter)
-        tests = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell.source)
-                                                for cell in nb.cells if is_test(cell)])
-        secrets = sorted(hidden_test_lines([io.StringIO(nbformat.writes(tests))])) + list(markers)
+        secrets = sorted(hidden_test_lines(cell for cell in nb.cells if is_test(cell))) + list(markers)
         for cell in nb.cells:
             if not is_test(cell):
                 for marker in markers:

@@ -1,11 +1,12 @@
-"""The grader's side of the kernel guard (course_tools.kernel_guard): how GuardedExecute runs cells.
+"""The grader's side of the kernel guard (course_tools.grading.kernel_guard): how GuardedExecute runs cells.
 
 Test cells never go through IPython: their release source travels to the guard in a kernel message
 of its own (`course_guard_request`) with a nonce, the guard runs it on the grader's objects and
 answers on the shell channel. A missing, failed or forged answer fails the test with "could not
 establish this test's integrity". Read-only cells that are not tests (the setup cell) run through
 IPython after the guard has put the interpreter's hooks back, and the guard remembers what they
-bound. `GuardedCells` is a mixin for an nbclient-based executor; execute.py holds the rest.
+bound. `GuardChannel` holds that conversation for one executor (execute.py's GuardedExecute), over
+the executor's kernel client; the outputs and errors a guarded cell gets are made here too.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from nbclient.exceptions import CellExecutionComplete
 from nbclient.util import ensure_async, run_sync
 from nbformat.notebooknode import NotebookNode
 
-from course_tools import kernel_guard
+from course_tools.grading import kernel_guard
 
 DIED = "KernelDied"
 TIMED_OUT = "CellTimeoutError"
@@ -29,7 +30,7 @@ OUT_OF_TIME = "OutOfTime"
 REPLY_GRACE_SECONDS = 2
 
 
-def _bound_names(source: str) -> set[str]:
+def bound_names(source: str) -> set[str]:
     """Global names a cell binds at its top level (imports, assignments, defs)."""
     try:
         from IPython.core.inputtransformer2 import TransformerManager
@@ -49,7 +50,7 @@ def _bound_names(source: str) -> set[str]:
     return names
 
 
-def _loaded_names(source: str) -> set[str]:
+def loaded_names(source: str) -> set[str]:
     try:
         from IPython.core.inputtransformer2 import TransformerManager
 
@@ -87,27 +88,35 @@ class BudgetSpent(Exception):
         self.index = index
 
 
-class GuardedCells:
-    """Runs test and read-only cells through the guard; mixed into GuardedExecute."""
+def integrity_error(what: str) -> NotebookNode:
+    return error_output(TAMPERED, f"the grader could not establish this test's integrity ({what}): the "
+                        "notebook's code interfered with the grader, so the test does not count.")
 
-    def _run_quietly(self, code: str, timeout: int = 60) -> NotebookNode:
+
+class GuardChannel:
+    """Grader code in the kernel, and requests to the guard, over one nbclient executor's kernel."""
+
+    def __init__(self, executor):
+        self.executor = executor
+
+    def run_quietly(self, code: str, timeout: int = 60) -> NotebookNode:
         """Run grader code in the kernel; return the cell so that its outputs can be read."""
+        executor = self.executor
         cell = NotebookNode(cell_type="code", source=code, metadata={}, outputs=[], execution_count=None)
         # nbclient stores an executed cell back at its index: give this one a slot of its own.
-        self.nb.cells.append(cell)
-        saved_timeout, self.timeout = self.timeout, timeout
+        executor.nb.cells.append(cell)
+        saved_timeout, executor.timeout = executor.timeout, timeout
         try:
-            self.execute_cell(cell, len(self.nb.cells) - 1, store_history=False)
+            executor.execute_cell(cell, len(executor.nb.cells) - 1, store_history=False)
         finally:
-            self.timeout = saved_timeout
-            self.nb.cells.pop()
+            executor.timeout = saved_timeout
+            executor.nb.cells.pop()
         return cell
 
-    def _install_guard(self) -> None:
-        if not self.guard:
-            return
+    def install(self) -> None:
+        """Start the guard in the kernel, before any cell of the notebook runs."""
         source = (Path(__file__).parent / "kernel_guard.py").read_text()
-        cell = self._run_quietly(
+        cell = self.run_quietly(
             "def _install_course_guard(source):\n"
             "    namespace = {'__name__': '_course_guard'}\n"
             "    exec(compile(source, 'course_guard', 'exec'), namespace)\n"
@@ -118,18 +127,21 @@ class GuardedCells:
         if errors:
             raise RuntimeError(f"the grading guard failed to start: {errors[0].ename}: {errors[0].evalue}")
 
-    def _ask_guard(self, index: int, op: str, timeout: float, outputs_into=None, buffers=None,
-                   **args) -> dict | None:
+    def ask(self, index: int, op: str, timeout: float, outputs_into=None, buffers=None,
+            **args) -> dict | None:
         """Send the guard one request over its own kernel message (never through IPython's input
         pipeline) and return its reply, or None when the kernel went idle without one. Tensors
-        travel as the message's `buffers`, both ways (the reply's under "buffers")."""
-        return run_sync(self._async_ask_guard)(index, op, timeout, outputs_into, args, buffers)
+        travel as the message's `buffers`, both ways (the reply's under "buffers"). What the kernel
+        prints meanwhile goes to `outputs_into`; a kernel that dies or ignores the interrupt after
+        `timeout` raises KernelLost for cell `index`."""
+        return run_sync(self._ask)(index, op, timeout, outputs_into, args, buffers)
 
-    async def _async_ask_guard(self, index, op, timeout, outputs_into, args, buffers=None) -> dict | None:
+    async def _ask(self, index, op, timeout, outputs_into, args, buffers=None) -> dict | None:
+        executor = self.executor
         nonce = secrets.token_hex(16)
-        request = self.kc.session.msg(kernel_guard.REQUEST, {"op": op, "args": args, "nonce": nonce})
+        request = executor.kc.session.msg(kernel_guard.REQUEST, {"op": op, "args": args, "nonce": nonce})
         request["buffers"] = list(buffers or [])
-        self.kc.shell_channel.send(request)
+        executor.kc.shell_channel.send(request)
         msg_id = request["header"]["msg_id"]
         scratch = NotebookNode(cell_type="code", source="", metadata={}, outputs=[], execution_count=None)
         target = outputs_into if outputs_into is not None else scratch
@@ -143,24 +155,24 @@ class GuardedCells:
                 if interrupted:
                     raise KernelLost(index, "unresponsive")
                 interrupted = True
-                await ensure_async(self.km.interrupt_kernel())
-                deadline = monotonic() + self.interrupt_grace_seconds
+                await ensure_async(executor.km.interrupt_kernel())
+                deadline = monotonic() + executor.interrupt_grace_seconds
             if monotonic() >= next_alive_check:
                 next_alive_check = monotonic() + 1
-                if not await ensure_async(self.km.is_alive()):
+                if not await ensure_async(executor.km.is_alive()):
                     raise KernelLost(index, "died")
             try:
-                message = await ensure_async(self.kc.iopub_channel.get_msg(timeout=0.05))
+                message = await ensure_async(executor.kc.iopub_channel.get_msg(timeout=0.05))
             except Empty:
                 message = None
             if message is not None and message["parent_header"].get("msg_id") == msg_id:
                 try:
-                    self.process_message(message, target, index)
+                    executor.process_message(message, target, index)
                 except CellExecutionComplete:
                     idle, idle_at = True, monotonic()
             if reply is None:
                 try:
-                    answer = await ensure_async(self.kc.shell_channel.get_msg(timeout=0))
+                    answer = await ensure_async(executor.kc.shell_channel.get_msg(timeout=0))
                 except Empty:
                     answer = None
                 if answer is not None and answer["parent_header"].get("msg_id") == msg_id:
@@ -171,17 +183,3 @@ class GuardedCells:
         if reply is not None and interrupted:
             reply = {**reply, "interrupted": True}
         return reply
-
-    def _integrity_error(self, what: str) -> NotebookNode:
-        return error_output(TAMPERED, f"the grader could not establish this test's integrity ({what}): the "
-                                "notebook's code interfered with the grader, so the test does not count.")
-
-    def _run_trusted(self, cell, index: int) -> None:
-        """A read-only cell that is not a test (the setup cell): IPython runs it, with its hooks
-        put back first, and the guard remembers the globals it bound."""
-        reply = self._ask_guard(index, "reset", 60)
-        self._execute(cell, index)
-        if reply is None or reply.get("status") != "ok":
-            cell.outputs.append(self._integrity_error("the guard did not answer before this cell"))
-            return
-        self._ask_guard(index, "remember", 60, names=sorted(_bound_names(cell.source)))

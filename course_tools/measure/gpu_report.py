@@ -102,7 +102,7 @@ def render_markdown(report: dict) -> str:
     result += f" ({', '.join(failed)} failed)" if failed else ""
     result += f"; no figures from {', '.join(silent)}" if silent else ""
     lines += [f"- result: {result}",
-              f"- written {report['written']} by `python -m course_tools.gpu_check`, commit "
+              f"- written {report['written']} by `python -m course_tools.measure.gpu_check`, commit "
               f"{machine.get('commit') or 'unknown'}",
               f"- torch {machine['torch']} (CUDA {machine['cuda'] or 'none'}), Python {machine['python']}, "
               f"{machine['platform']}, {machine['cpu_count']} CPU cores",

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# `make gpu-check` and `make gpu-wheels`: the GPU check (course_tools/gpu_check.py) in an
+# `make gpu-check` and `make gpu-wheels`: the GPU check (course_tools/measure/gpu_check.py) in an
 # environment of its own, on a machine that may have no internet.
 #
-#   course_tools/gpu_check.sh [ARGS...]          python -m course_tools.gpu_check ARGS... (--out DIR,
-#                                                --self-test, --lessons L...)
-#   course_tools/gpu_check.sh --wheels           download into gpu-wheels/ the wheels the check needs
-#                                                besides torch (CPython 3.12, x86_64 Linux)
-#   course_tools/gpu_check.sh --print-requirements
+#   gpu_check.sh [ARGS...]        python -m course_tools.measure.gpu_check ARGS... (--out DIR,
+#                                 --self-test, --lessons L...)
+#   gpu_check.sh --wheels         download into gpu-wheels/ the wheels the check needs besides
+#                                 torch (CPython 3.12, x86_64 Linux)
+#   gpu_check.sh --print-requirements
 #
 # The check uses the machine's own torch and never installs one. Interpreter: $GPU_PYTHON, else the
 # first of python3, python and .venv/bin/python that imports torch (preferring one whose torch sees
@@ -16,7 +16,7 @@
 # and the rest is installed into it: with --no-index from $GPU_WHEELS (gpu-wheels/) when that folder
 # holds wheels, else from the package index. Delete $GPU_VENV to start afresh.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 WHEELS=${GPU_WHEELS:-gpu-wheels}
 VENV=${GPU_VENV:-.venv-gpu}
@@ -120,7 +120,7 @@ PY
     python=$VENV/bin/python
   fi
   echo "gpu-check: $("$python" -c 'import sys, torch; print(f"{sys.executable}: Python {sys.version.split()[0]}, torch {torch.__version__}")')"
-  exec "$python" -m course_tools.gpu_check "$@"
+  exec "$python" -m course_tools.measure.gpu_check "$@"
 }
 
 case "${1:-}" in

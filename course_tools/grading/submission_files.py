@@ -18,7 +18,7 @@ from pathlib import Path
 
 from traitlets.log import get_logger
 
-MB = 1024 * 1024
+from course_tools.units import MB
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Measure grading: stock serial nbgrader against the course's grader, and the floor beneath both.
 
-    python -m course_tools.grading_benchmark                 # 32 submissions of 04_memory
-    python -m course_tools.grading_benchmark --submissions 64 --assignment 02_gradient_accumulation
+    python -m course_tools.measure.grading_benchmark                 # 32 submissions of 04_memory
+    python -m course_tools.measure.grading_benchmark --submissions 64 --assignment 02_gradient_accumulation
 
 A synthetic class is made from the lesson's demo class (its correct and mistaken students,
 repeated under new names). The same class is then graded four ways, each in a fresh course copy:
@@ -9,7 +9,7 @@ repeated under new names). The same class is then graded four ways, each in a fr
 - floor: every submission executed with nbclient alone, one after another (no grading at all);
 - stock: `nbgrader autograde` with nbgrader's own steps, serially;
 - course, serial: `nbgrader autograde` with this course's configuration (intake, sandbox, guard);
-- course, parallel: course_tools.autograde with `--workers` processes.
+- course, parallel: course_tools.jobs.grade_class with `--workers` processes.
 
 It prints seconds per submission for each, submissions per minute, the ratios docs/run-time.md quotes,
 and a projection for whole courses. With --update-readme the table between docs/run-time.md's
@@ -29,11 +29,11 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from course_tools.autograde import grade_class
-from course_tools.benchmark import machine, update_readme
-from course_tools.course import REPO_ROOT, generate_release, open_course, require_success
-from course_tools.demo_class import DEMO_ROOT, load_demo_class, write_submissions
-from course_tools.lessons import CELL_TIMEOUT_S
+from course_tools.jobs.demo_class import DEMO_ROOT, kind_of, load_demo_class, write_submissions
+from course_tools.jobs.grade_class import grade_class
+from course_tools.jobs.nbgrader_course import generate_release, open_course, require_success
+from course_tools.lessons import CELL_TIMEOUT_S, COURSE_ID, REPO_ROOT
+from course_tools.measure.notebook_times import machine, update_readme
 
 START, END = "<!-- grading-benchmark:start -->", "<!-- grading-benchmark:end -->"
 # Only honest work and realistic mistakes: a class of endless loops would measure the timeout.
@@ -42,8 +42,6 @@ KINDS = ("reference", "alternative", "mistake")
 
 def make_course(folder: Path, assignment: str, submissions: int) -> Path:
     """A course copy with the assignment released and `submissions` students handed in."""
-    from course_tools.demo_class import kind_of
-
     root = folder / "course"
     root.mkdir(parents=True)
     shutil.copytree(REPO_ROOT / "source", root / "source")
@@ -81,7 +79,7 @@ def stock(root: Path, assignment: str) -> float:
 
     config = Config()
     config.CourseDirectory.root = str(root)
-    config.CourseDirectory.course_id = "efficient-pytorch"
+    config.CourseDirectory.course_id = COURSE_ID
     config.Execute.timeout = CELL_TIMEOUT_S
     config.Execute.kernel_name = "python3"
     api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)

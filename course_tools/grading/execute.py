@@ -15,9 +15,9 @@ submission is still graded to completion, in bounded time, whatever its code doe
 - a test cell's points come only from whether it raised: nbgrader would take a test cell's
   `execute_result` as its score (and a non-number as full marks), and code under test can emit
   one, so test cells keep such outputs as plain displays;
-- each kernel runs in a sandbox (course_tools.sandbox) when the machine can make one;
-- test cells run in the grader's process (course_tools.verdict), calling the student's functions
-  in the kernel through a guard (course_tools.kernel_guard) that first undoes patching of
+- each kernel runs in a sandbox (course_tools.grading.sandbox) when the machine can make one;
+- test cells run in the grader's process (course_tools.grading.verdict), calling the student's functions
+  in the kernel through a guard (course_tools.grading.kernel_guard) that first undoes patching of
   helpers, torch and builtins.
 """
 
@@ -33,19 +33,21 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode
 
 from course_tools.cells import grade_id, is_read_only, is_test
-from course_tools.guarded_cells import (
+from course_tools.grading.guard_channel import (
     DIED,
     OUT_OF_TIME,
     TIMED_OUT,
     BudgetSpent,
-    GuardedCells,
+    GuardChannel,
     KernelLost,
+    bound_names,
     error_output,
+    integrity_error,
     note_output,
 )
-from course_tools.kernel_messages import CheckedSession
-from course_tools.sandbox import SandboxedKernelManager, grading_sandbox
-from course_tools.verdict import GraderSideTests
+from course_tools.grading.kernel_messages import CheckedSession
+from course_tools.grading.sandbox import SandboxedKernelManager, grading_sandbox
+from course_tools.grading.verdict import GraderSideTests
 
 UNVERIFIED = "UnverifiedKernelMessage"
 # The longest error message and traceback kept: an error output is never dropped, since it is
@@ -66,7 +68,7 @@ def output_chars(output: dict) -> int:
     return size + len(json.dumps(output.get("metadata") or {}, default=str))
 
 
-class GuardedExecute(GuardedCells, Execute):
+class GuardedExecute(Execute):
     """nbgrader's Execute that survives dying kernels, floods and patching, in a sandbox."""
 
     sandbox = Unicode("auto", help="'auto': sandbox kernels when bubblewrap works here; 'off': never; "
@@ -211,7 +213,7 @@ class GuardedExecute(GuardedCells, Execute):
         return super()._update_display_id(display_id, msg)
 
     def _execute(self, cell, index: int) -> None:
-        saved_timeout, self.timeout = self.timeout, self._cell_timeout()
+        saved_timeout, self.timeout = self.timeout, self.cell_timeout()
         try:
             self.execute_cell(cell, index, store_history=True)
         except DeadKernelError as error:
@@ -223,11 +225,21 @@ class GuardedExecute(GuardedCells, Execute):
             self.timeout = saved_timeout
         timed_out = [o for o in cell.outputs if o.output_type == "error" and o.ename == TIMED_OUT]
         for output in timed_out:
-            output.evalue = self._timeout_message()
+            output.evalue = self.timeout_message()
             output.traceback = [f"{TIMED_OUT}: {output.evalue}"]
         if timed_out:
-            self._failed_cells.add(index)
-            self._check_responsive(index)
+            self.fail_cell(index)
+            self.check_responsive(index)
+
+    def _run_read_only(self, cell, index: int) -> None:
+        """A read-only cell that is not a test (the setup cell): IPython runs it, with its hooks
+        put back first, and the guard remembers the globals it bound."""
+        reply = self.guard_channel.ask(index, "reset", 60)
+        self._execute(cell, index)
+        if reply is None or reply.get("status") != "ok":
+            cell.outputs.append(integrity_error("the guard did not answer before this cell"))
+            return
+        self.guard_channel.ask(index, "remember", 60, names=sorted(bound_names(cell.source)))
 
     def _run_cell(self, index: int) -> None:
         cell = self.nb.cells[index]
@@ -239,7 +251,7 @@ class GuardedExecute(GuardedCells, Execute):
             if self.guard and is_test(cell):
                 self._grader_tests.run(cell, index)
             elif self.guard and is_read_only(cell):
-                self._run_trusted(cell, index)
+                self._run_read_only(cell, index)
             else:
                 self._execute(cell, index)
             self._fail_on_rejected_messages(cell, index, rejected_before)
@@ -266,10 +278,10 @@ class GuardedExecute(GuardedCells, Execute):
     def _budget_left(self) -> float:
         return self._deadline - monotonic()
 
-    def _cell_timeout(self) -> int:
+    def cell_timeout(self) -> int:
         return int(max(1, min(self.timeout, self._budget_left())))
 
-    def _timeout_message(self) -> str:
+    def timeout_message(self) -> str:
         return self._out_of_time_message() if self._budget_left() <= 1 else self.error_on_timeout["evalue"]
 
     def _out_of_time_message(self) -> str:
@@ -277,10 +289,14 @@ class GuardedExecute(GuardedCells, Execute):
                 "notebook, so this cell was stopped and the cells after it were not run: look for loops "
                 "that never end, or work far larger than the exercises ask for")
 
-    def _check_responsive(self, index: int) -> None:
+    def fail_cell(self, index: int) -> None:
+        """Cell `index` ended in an error: a fresh kernel after a loss does not replay it."""
+        self._failed_cells.add(index)
+
+    def check_responsive(self, index: int) -> None:
         """After a timeout: a kernel that does not answer a trivial request is lost."""
         try:
-            probe = self._run_quietly("pass", timeout=self.interrupt_grace_seconds)
+            probe = self.guard_channel.run_quietly("pass", timeout=self.interrupt_grace_seconds)
         except (CellTimeoutError, DeadKernelError) as error:
             raise KernelLost(index, "unresponsive") from error
         if any(o.output_type == "error" for o in probe.outputs):
@@ -316,6 +332,7 @@ class GuardedExecute(GuardedCells, Execute):
         self._failed_cells: set[int] = set()
         self._deadline = monotonic() + self.submission_timeout
         self._cell_times: list[dict] = []
+        self.guard_channel = GuardChannel(self)
         self._grader_tests = GraderSideTests(self)
         self._cell_chars: dict[int, int] = {}
         self._cut_cells: set[int] = set()
@@ -327,7 +344,8 @@ class GuardedExecute(GuardedCells, Execute):
                 with self.setup_kernel():
                     info = self.wait_for_reply(self.kc.kernel_info())
                     self.nb.metadata["language_info"] = info["content"]["language_info"]
-                    self._install_guard()
+                    if self.guard:
+                        self.guard_channel.install()
                     replay = [i for i in code_cells if i < start and i not in self._failed_cells]
                     for index in replay + [i for i in code_cells if i >= start]:
                         self._run_cell(index)

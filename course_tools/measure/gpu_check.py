@@ -11,7 +11,8 @@ Without a CUDA GPU it says so in one line and runs the same notebooks on the CPU
 take there: a self-test of the code paths, exit 0 unless a notebook fails. `--self-test` forces
 that path on a GPU machine (the notebooks then see no GPU).
 
-    python -m course_tools.gpu_check [--out gpu-report] [--self-test] [--lessons 01_mixed_precision ...]
+    python -m course_tools.measure.gpu_check [--out gpu-report] [--self-test]
+        [--lessons 01_mixed_precision ...]
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ import time
 import tomllib
 from pathlib import Path
 
-from course_tools.gpu_report import parse_junit, read_figures, write_report
 from course_tools.lessons import CELL_TIMEOUT_S, REPO_ROOT, assignment_ids
+from course_tools.measure.gpu_report import parse_junit, read_figures, write_report
 from helpers.report import FIGURES_ENV
 
 NO_GPU_LINE = "no CUDA GPU: the GPU check ran its self-test only"

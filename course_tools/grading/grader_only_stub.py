@@ -1,7 +1,7 @@
 """Stands in, inside the grading sandbox, for a helpers module marked GRADER_ONLY.
 
 Such a module computes the exercises' references: at grading its checks run in the grader's
-process (course_tools.verdict), so the student's kernel gets this stub in its place and cannot
+process (course_tools.grading.verdict), so the student's kernel gets this stub in its place and cannot
 call a reference as its answer. Importing the module still works; using it says why it is empty.
 """
 

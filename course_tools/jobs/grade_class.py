@@ -1,9 +1,9 @@
 """Grade a whole class in parallel: one task per student, each nbgrader's own autograde, on Dask.
 
-    python -m course_tools.autograde 04_memory                 # every submission in submitted/
-    python -m course_tools.autograde 04_memory alice bob       # only these students
-    python -m course_tools.autograde 04_memory --workers 4     # a LocalCluster of 4 processes
-    python -m course_tools.autograde 04_memory --scheduler tcp://10.0.0.5:8786 --db postgresql+psycopg://...
+    python -m course_tools.jobs.grade_class 04_memory                 # every submission in submitted/
+    python -m course_tools.jobs.grade_class 04_memory alice bob       # only these students
+    python -m course_tools.jobs.grade_class 04_memory --workers 4     # a LocalCluster of 4 processes
+    python -m course_tools.jobs.grade_class 04_memory --scheduler tcp://10.0.0.5:8786 --db postgresql+psycopg://...
 
 Each task runs `NbGraderAPI.autograde(assignment, student)` with the course's nbgrader_config.py
 (sandbox, guard, timeouts), so a grade is exactly what `nbgrader autograde` gives. A task that
@@ -26,7 +26,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from course_tools.course import REPO_ROOT, load_config, put_environment_on_path
+from course_tools.jobs.nbgrader_course import load_config, put_environment_on_path
+from course_tools.lessons import REPO_ROOT, assignment_ids
 
 STATE_DIR = ".grading"
 # A submission's grading is mostly computing (importing torch, running the cells): one worker a core.
@@ -352,8 +353,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="the course folder")
     parser.add_argument("--force", action="store_true", help="grade again what is already graded")
     args = parser.parse_args(argv)
-    from course_tools.course import assignment_ids
-
     names = assignment_ids(args.root) if args.assignment == "all" else [args.assignment]
     started = time.monotonic()
     outcomes = grade_class(args.root, {name: args.students or None for name in names}, args.workers,

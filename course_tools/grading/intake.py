@@ -43,8 +43,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets.log import get_logger
 
-from course_tools.submission_files import (
-    MB,
+from course_tools.grading.submission_files import (
     enforce_quota,
     megabytes,
     remove_entry,
@@ -52,6 +51,7 @@ from course_tools.submission_files import (
     shown,
     special_kind,
 )
+from course_tools.units import MB
 
 # Notebook metadata key of a placeholder written by SubmissionIntake, read by IntakeNotes.
 PLACEHOLDER_KEY = "course_intake"

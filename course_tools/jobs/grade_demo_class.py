@@ -1,7 +1,7 @@
 """The main job: regenerate the course, grade every demo class as one pool of tasks, report scores.
 
 `make course` hands in the four demo classes and grades them together with the course's parallel
-grader (course_tools.autograde: one nbgrader autograde per student, on a local Dask cluster). The
+grader (course_tools.jobs.grade_class: one nbgrader autograde per student, on a local Dask cluster). The
 tests grade each class in one stock `nbgrader autograde` call instead (`grade_demo_class` in
 tests/support.py), and read the gradebook with `read_scores` as this job does."""
 
@@ -18,17 +18,9 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 from nbgrader.plugins.export import CsvExportPlugin
 
-from course_tools.autograde import DEFAULT_WORKERS, grade_class, slowest_cells, write_cell_times
-from course_tools.course import (
-    REPO_ROOT,
-    assignment_ids,
-    generate_release,
-    load_config,
-    open_course,
-    regenerate,
-    require_success,
-)
-from course_tools.demo_class import (
+from course_tools.grading.sandbox import grading_sandbox, sandbox_setting
+from course_tools.jobs.build_views import regenerate
+from course_tools.jobs.demo_class import (
     DEMO_CELL_TIMEOUT_S,
     DEMO_ROOT,
     KINDS,
@@ -36,7 +28,9 @@ from course_tools.demo_class import (
     kind_of,
     write_submissions,
 )
-from course_tools.sandbox import grading_sandbox, sandbox_setting
+from course_tools.jobs.grade_class import DEFAULT_WORKERS, grade_class, slowest_cells, write_cell_times
+from course_tools.jobs.nbgrader_course import generate_release, load_config, open_course, require_success
+from course_tools.lessons import REPO_ROOT, assignment_ids
 
 
 @dataclass

@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from course_tools.course import REPO_ROOT
+from course_tools.lessons import REPO_ROOT
 
 START, END = "<!-- runtime-table:start -->", "<!-- runtime-table:end -->"
 

@@ -20,12 +20,13 @@ import io
 from IPython.core.inputtransformer2 import TransformerManager
 
 from course_tools.cells import is_read_only, is_test
-from course_tools.guarded_cells import (
+from course_tools.grading.guard_channel import (
     TIMED_OUT,
     KernelLost,
-    _bound_names,
-    _loaded_names,
+    bound_names,
     error_output,
+    integrity_error,
+    loaded_names,
     note_output,
     restored_note,
 )
@@ -71,7 +72,7 @@ class GraderSideTests:
     def _students_names(self, index: int, cell, names: list[str]) -> dict:
         from helpers import remote, wire
 
-        reply = self.executor._ask_guard(index, "describe", 60, outputs_into=cell, names=names)
+        reply = self.executor.guard_channel.ask(index, "describe", 60, outputs_into=cell, names=names)
         if reply is None or reply.get("status") != "ok":
             raise CallLost("the kernel did not say what the notebook defines")
         _note_undone(cell, reply)
@@ -91,9 +92,9 @@ class GraderSideTests:
         def call(collector: str, function: str, inputs, buffers):
             executor = self.executor
             self._flush_printed(cell)   # what the check printed so far comes before the student's output
-            reply = executor._ask_guard(index, "call", executor._cell_timeout(), outputs_into=cell,
-                                        buffers=buffers, collector=collector, function=function,
-                                        inputs=inputs)
+            reply = executor.guard_channel.ask(index, "call", executor.cell_timeout(), outputs_into=cell,
+                                               buffers=buffers, collector=collector, function=function,
+                                               inputs=inputs)
             if reply is None or reply.get("status") == "forged":
                 raise CallLost("its request went unanswered" if reply is None
                                else "its answer was not the guard's")
@@ -123,7 +124,7 @@ class GraderSideTests:
         """Run test cell `cell` here; its outputs are the student's prints, then the test's own."""
         cell.outputs = []
         namespace = dict(self._setup_namespace())
-        needed = sorted(_loaded_names(cell.source) - _bound_names(cell.source) - set(namespace)
+        needed = sorted(loaded_names(cell.source) - bound_names(cell.source) - set(namespace)
                         - set(vars(builtins)))
         printed = self._printed = io.StringIO()
         failure = None
@@ -139,18 +140,18 @@ class GraderSideTests:
         except Exception as error:  # noqa: BLE001 - a failed check, or the student's value misbehaving
             failure = error
         # Names the test bound stay for the next test cells, as they would in one kernel.
-        for name in _bound_names(cell.source):
+        for name in bound_names(cell.source):
             if name in namespace:
                 self.namespace[name] = namespace[name]
         self._flush_printed(cell)
         self._printed = None
         if isinstance(failure, CallLost):
             if failure.interrupted:
-                cell.outputs.append(error_output(TIMED_OUT, self.executor._timeout_message()))
-                self.executor._failed_cells.add(index)
-                self.executor._check_responsive(index)
+                cell.outputs.append(error_output(TIMED_OUT, self.executor.timeout_message()))
+                self.executor.fail_cell(index)
+                self.executor.check_responsive(index)
             else:
-                cell.outputs.append(self.executor._integrity_error(failure.why))
+                cell.outputs.append(integrity_error(failure.why))
         elif failure is not None:
             cell.outputs.append(error_output(type(failure).__name__, _message(failure)))
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import nbformat
 
 from course_tools.cells import grade_id, is_solution
-from course_tools.course import REPO_ROOT
+from course_tools.lessons import REPO_ROOT
 
 DEMO_ROOT = REPO_ROOT / "demo_class"
 # The demo classes hold code that never ends, and a test that calls it runs into the timeout too;
