@@ -20,9 +20,12 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
 	touch $@
 
-# Regenerate release/ and notebooks/, grade the demo class, write feedback/ and grades.csv.
+# Regenerate release/ and notebooks/, grade the demo classes, write feedback/ and grades.csv.
+# DEMO=representative (default) grades one demo student of each kind per lesson; DEMO=all grades
+# every one, as `make test` does.
+DEMO ?= representative
 course: setup
-	$(BIN)/python -m course_tools.jobs.grade_demo_class
+	$(BIN)/python -m course_tools.jobs.grade_demo_class --demo $(DEMO)
 
 # Grade every submission of ASSIGNMENT (or ASSIGNMENT=all) in submitted/, one Dask task per student:
 # WORKERS=4 local worker processes, or SCHEDULER=tcp://host:8786; DB=<gradebook URL> (default: sqlite).

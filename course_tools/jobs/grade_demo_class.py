@@ -120,10 +120,23 @@ def score_table(assignment: str, graded: list[GradedSubmission], sandboxed: bool
     return "\n".join(lines)
 
 
-def grade_demo_classes(root: Path, assignments: list[str], workers: int) -> dict[str, list[GradedSubmission]]:
-    """Hand in every demo class, grade all their submissions as one pool of tasks, write feedback,
-    and read the gradebook."""
+def representative(submissions: list[DemoSubmission]) -> list[DemoSubmission]:
+    """One demo student of each kind (the first by name): the reference, the untouched release, a
+    correct alternative, a realistic mistake, a broken notebook, an attack."""
+    chosen = []
+    for kind in KINDS:
+        of_kind = sorted((s for s in submissions if kind_of(s) == kind), key=lambda s: s.student)
+        chosen += of_kind[:1]
+    return chosen
+
+
+def grade_demo_classes(root: Path, assignments: list[str], workers: int,
+                       whole: bool = True) -> dict[str, list[GradedSubmission]]:
+    """Hand in the demo classes (`whole`, or one student of each kind per lesson), grade them as one
+    pool of tasks, write feedback, and read the gradebook."""
     submissions = {assignment: write_submissions(root, assignment) for assignment in assignments}
+    if not whole:
+        submissions = {assignment: representative(subs) for assignment, subs in submissions.items()}
     outcomes = grade_class(root, {a: [s.student for s in subs] for a, subs in submissions.items()},
                            workers=workers, force=True, cell_timeout=DEMO_CELL_TIMEOUT_S)
     failed = [o for o in outcomes if o.status != "graded"]
@@ -147,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--skip-regenerate", action="store_true",
                         help="regenerate only release/ (fast), not the executed notebooks/")
+    parser.add_argument("--demo", choices=("representative", "all"), default="all",
+                        help="grade one demo student of each kind per lesson, or every one (the tests "
+                             "grade every one)")
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
                         help=f"worker processes grading at once (default {DEFAULT_WORKERS})")
     args = parser.parse_args(argv)
@@ -163,9 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     assignments = [a for a in assignment_ids(root) if (DEMO_ROOT / a).is_dir()]
     for assignment in sorted(set(assignment_ids(root)) - set(assignments)):
         print(f"{assignment}: no demo class yet, skipped")
-    print(f"grading {len(assignments)} demo classes as one pool of {args.workers} workers ...", flush=True)
+    which = "one student of each kind from" if args.demo == "representative" else "every student of"
+    print(f"grading {which} {len(assignments)} demo classes as one pool of {args.workers} workers ...",
+          flush=True)
     started = time.monotonic()
-    graded_by_assignment = grade_demo_classes(root, assignments, args.workers)
+    graded_by_assignment = grade_demo_classes(root, assignments, args.workers, whole=args.demo == "all")
     print(f"graded in {time.monotonic() - started:.0f} s")
     all_ok = True
     for assignment, graded in graded_by_assignment.items():
