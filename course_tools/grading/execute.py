@@ -101,6 +101,8 @@ class GuardedExecute(Execute):
         status = grading_sandbox(self.sandbox)
         if status.available:
             self.kernel_manager_class = SandboxedKernelManager
+            # In the log of every grading run (nbgrader's API hands it to the formgrader and CLI).
+            self.log.info(status.message)
         elif self.sandbox == "required":
             raise RuntimeError(status.message)
         else:

@@ -1,0 +1,12 @@
+"""The teacher's nbgrader: the course folder in their home, whose own nbgrader_config.py nbgrader
+then loads (the grader's plugins, the sandbox), and the course's exchange."""
+
+import json
+from pathlib import Path
+
+c = get_config()  # noqa: F821 - provided by traitlets when it executes this file
+
+course = json.loads((Path(__file__).resolve().parent.parent / "course.json").read_text())
+c.CourseDirectory.course_id = course["course_id"]
+c.CourseDirectory.root = str(Path.home() / course["course_folder"])
+c.Exchange.root = course["exchange"]
