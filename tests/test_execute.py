@@ -5,7 +5,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from course_tools.grading.cell_order import RestoreCellOrder
-from course_tools.grading.execute import GuardedExecute
+from course_tools.grading.execute import KERNEL_START, GuardedExecute
 from course_tools.grading.guard_channel import DIED, OUT_OF_TIME, TIMED_OUT
 from course_tools.lessons import REPO_ROOT
 
@@ -226,8 +226,10 @@ def test_each_cell_time_and_outcome_is_recorded(tmp_path):
     import json
 
     rows = [json.loads(line) for line in times.read_text().splitlines()]
-    assert [(row["cell"], row["outcome"]) for row in rows] == [(0, "ok"), (1, "error: ZeroDivisionError")]
-    assert rows[0]["seconds"] >= 0.3
+    assert [(row["cell"], row["outcome"]) for row in rows] == [
+        (-1, "ok"), (0, "ok"), (1, "error: ZeroDivisionError")]
+    assert rows[0]["grade_id"] == KERNEL_START and rows[0]["seconds"] > 0
+    assert rows[1]["seconds"] >= 0.3
 
 
 # -- what a kernel sends is data: forged messages, scores and floods of every kind --------------------

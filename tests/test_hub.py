@@ -44,6 +44,8 @@ CORRECT, MISTAKE = "reference", "forgets_dropout_mask"
 ACCOUNT = re.compile(r"^hubt[0-9a-f]{6}(teach|ann|ben)$")
 FOLDER_PREFIX = "course-hub-"
 DOMAIN = "hub.localhost"
+# The set-up, hub and server start times of the last run (git-ignored; CI keeps it).
+ARTIFACTS = REPO_ROOT / "test-artifacts"
 # The first start imports JupyterLab, nbgrader and torch from a cold disk on a busy machine.
 START_TIMEOUT_S = 180
 GRADE_TIMEOUT_MS = 300_000
@@ -240,7 +242,10 @@ def hub(browser_prerequisites, tmp_path_factory):
         _remove_folder(base)
         left = ([f"account {name}" for name in hub.accounts if _account_exists(name)]
                 + _processes_of(hub.accounts) + [str(base)] * base.exists())
-        print("hub timings:", {what: f"{seconds:.1f} s" for what, seconds in hub.timings.items()})
+        timings = {what: round(seconds, 1) for what, seconds in hub.timings.items()}
+        print("hub timings (s):", timings)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / "hub-timings.json").write_text(json.dumps(timings, indent=1) + "\n")
         assert not left, f"the hub test left behind: {left}"
 
 
@@ -286,6 +291,10 @@ class Person:
         page.wait_for_url(re.compile(rf"/user/{self.name}/lab"), timeout=START_TIMEOUT_S * 1000)
         page.wait_for_selector("#jp-main-dock-panel", timeout=START_TIMEOUT_S * 1000)
         return time.monotonic() - started
+
+    def right_sidebar(self) -> str:
+        """The labels of JupyterLab's right sidebar tabs (Create Assignment is one, for a teacher)."""
+        return " ".join(self.page.locator(".jp-SideBar.jp-mod-right").all_inner_texts())
 
     def menu_items(self) -> list[str]:
         """The labels under JupyterLab's Nbgrader menu (an extension that is off leaves none)."""
@@ -401,6 +410,9 @@ def _a_class_on_the_hub(hub: Hub, chromium, people: list) -> None:
     people.append(teacher)
     hub.timings["teacher's server start"] = teacher.log_in()
 
+    assert "Create Assignment" in teacher.right_sidebar()
+    assert "Formgrader" in teacher.menu_items()
+
     # 1. The formgrader inside the teacher's JupyterLab lists the four lessons; a due date already
     #    past, then generate and release one.
     teacher.open_from_menu("nbgrader:open-formgrader")
@@ -432,8 +444,10 @@ def _a_class_on_the_hub(hub: Hub, chromium, people: list) -> None:
         person = students[name] = Person(hub, chromium, name)
         people.append(person)
         hub.timings[f"{name}'s server start"] = person.log_in()
-        # A student's Nbgrader menu holds the assignment list alone (Validate is in it).
+        # A student's Nbgrader menu holds the assignment list alone (Validate is in it), and no
+        # Create Assignment panel.
         assert person.menu_items() == ["Assignment List"], person.menu_items()
+        assert "Create Assignment" not in person.right_sidebar()
         _assignment_list(person)
         rows = _wait_rows(person.page, "released", 1)
         rows.first.locator(".item_status button").click()
@@ -511,7 +525,12 @@ def _a_class_on_the_hub(hub: Hub, chromium, people: list) -> None:
         shown = {line.strip() for line in text.splitlines()}
         assert not hidden & shown, f"{name}'s feedback shows hidden test lines: {sorted(hidden & shown)[:2]}"
 
-    # 5. What must be refused is refused.
+    # The course's formgrader service opens for the teacher (the role) ...
+    response = teacher.page.goto(f"{hub.service_url}/formgrader")
+    assert response is not None and response.status == 200, f"the teacher's formgrader service: {response}"
+    teacher.page.wait_for_selector("td.name")
+
+    # 5. ... and what must be refused is refused.
     ann, ben = hub.students
     probe = students[ann].page
     for url in (f"{hub.user_url(hub.teacher)}/api/contents", f"{hub.user_url(ben)}/api/contents",

@@ -50,6 +50,8 @@ from course_tools.grading.sandbox import SandboxedKernelManager, grading_sandbox
 from course_tools.grading.verdict import GraderSideTests
 
 UNVERIFIED = "UnverifiedKernelMessage"
+# The row of the cell-times file that counts a kernel's start (sandbox, Python, ipykernel, guard).
+KERNEL_START = "(kernel start)"
 # The longest error message and traceback kept: an error output is never dropped, since it is
 # what makes a test cell lose its points.
 ERROR_TEXT_CHARS = 10_000
@@ -343,11 +345,14 @@ class GuardedExecute(Execute):
         start, restarts = 0, 0
         while True:
             try:
+                starting = monotonic()
                 with self.setup_kernel():
                     info = self.wait_for_reply(self.kc.kernel_info())
                     self.nb.metadata["language_info"] = info["content"]["language_info"]
                     if self.guard:
                         self.guard_channel.install()
+                    self._cell_times.append({"cell": -1, "grade_id": KERNEL_START,
+                                             "seconds": round(monotonic() - starting, 3), "outcome": "ok"})
                     replay = [i for i in code_cells if i < start and i not in self._failed_cells]
                     for index in replay + [i for i in code_cells if i >= start]:
                         self._run_cell(index)

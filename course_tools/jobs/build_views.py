@@ -3,6 +3,8 @@ executed) from source/."""
 
 from __future__ import annotations
 
+import copy
+import tempfile
 from pathlib import Path
 
 from nbgrader.apps import NbGraderAPI
@@ -34,8 +36,14 @@ class DropUntilSolvedTags(NbGraderPreprocessor):
 def generate_solution(api: NbGraderAPI, assignment: str, execute: bool = True) -> None:
     """Write notebooks/<assignment>/: the worked solution, executed top to bottom (or, with
     execute=False, only its cells: enough to tell whether the committed one is stale)."""
-    with temp_attrs(api.coursedir, assignment_id=assignment):
-        app = GenerateSolution(coursedir=api.coursedir, parent=api)
+    with tempfile.TemporaryDirectory(prefix="views-kernel-") as sockets, \
+            temp_attrs(api.coursedir, assignment_id=assignment):
+        # ipykernel warns at every start that TCP is unencrypted. Its ipc sockets go in a private
+        # folder: by default they would land in the assignment's folder, and be copied with it.
+        config = copy.deepcopy(api.config)
+        config.KernelManager.transport = "ipc"
+        config.KernelManager.ip = str(Path(sockets) / "kernel")
+        app = GenerateSolution(coursedir=api.coursedir, parent=api, config=config)
         app.force = True
         app.preprocessors = [DropUntilSolvedTags, *app.preprocessors]
         if not execute:

@@ -101,7 +101,7 @@ def is_graded(root: Path, assignment: str, student: str) -> bool:
         return False
 
 
-def _cell_times_path(root: Path, assignment: str, student: str) -> Path:
+def cell_times_path(root: Path, assignment: str, student: str) -> Path:
     return Path(root) / STATE_DIR / assignment / "cell_times" / f"{student}.jsonl"
 
 
@@ -125,7 +125,7 @@ def grade_one(root: str, assignment: str, student: str, db_url: str,
     config.CourseDirectory.db_url = db_url
     if cell_timeout is not None:
         config.Execute.timeout = cell_timeout
-    times = _cell_times_path(Path(root), assignment, student)
+    times = cell_times_path(Path(root), assignment, student)
     times.unlink(missing_ok=True)
     config.GuardedExecute.cell_times_path = str(times)
     api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)

@@ -19,6 +19,7 @@ grading-benchmark markers is rewritten. Timings belong here, never in a test.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -29,8 +30,10 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from course_tools.cells import grade_id, is_read_only, is_test
+from course_tools.grading.execute import KERNEL_START
 from course_tools.jobs.demo_class import DEMO_ROOT, kind_of, load_demo_class, write_submissions
-from course_tools.jobs.grade_class import grade_class
+from course_tools.jobs.grade_class import cell_times_path, grade_class
 from course_tools.jobs.nbgrader_course import generate_release, open_course, require_success
 from course_tools.lessons import CELL_TIMEOUT_S, COURSE_ID, REPO_ROOT
 from course_tools.measure.notebook_times import machine, update_readme
@@ -94,12 +97,39 @@ def course_serial(root: Path, assignment: str) -> float:
     return time.perf_counter() - started
 
 
-def course_parallel(root: Path, assignment: str, workers: int) -> float:
+def course_parallel(root: Path, assignment: str, workers: int) -> tuple[float, dict[str, float]]:
+    """Seconds for the class with the parallel grader, and where one submission's time went."""
     started = time.perf_counter()
     outcomes = grade_class(root, {assignment: None}, workers=workers, force=True, progress=False)
     if any(o.status != "graded" for o in outcomes):
         raise RuntimeError("the parallel grader could not grade every submission")
-    return time.perf_counter() - started
+    return time.perf_counter() - started, breakdown(root, assignment, outcomes)
+
+
+PHASES = ("kernel start: sandbox, Python, ipykernel, the guard",
+          "the setup cell: importing torch and helpers",
+          "demonstration and solution cells",
+          "test cells, judged in the grader's process",
+          "nbgrader around them: copying, checking, gradebook, writing")
+
+
+def breakdown(root: Path, assignment: str, outcomes) -> dict[str, float]:
+    """Mean seconds per submission in each of PHASES, from the cell times GuardedExecute recorded
+    (`(kernel start)` rows included) and each task's whole autograde time."""
+    release = [c for path in (root / "release" / assignment).glob("*.ipynb")
+               for c in nbformat.read(path, as_version=4).cells]
+    tests = {grade_id(c) for c in release if is_test(c)}
+    setup = {grade_id(c) for c in release if is_read_only(c) and not is_test(c)}
+    totals = dict.fromkeys(PHASES, 0.0)
+    for outcome in outcomes:
+        rows = [json.loads(line) for line in cell_times_path(root, assignment, outcome.student)
+                .read_text().splitlines()]
+        for row in rows:
+            name = row["grade_id"]
+            phase = (0 if name == KERNEL_START else 1 if name in setup else 3 if name in tests else 2)
+            totals[PHASES[phase]] += row["seconds"]
+        totals[PHASES[4]] += outcome.seconds - sum(row["seconds"] for row in rows)
+    return {phase: seconds / len(outcomes) for phase, seconds in totals.items()}
 
 
 def _duration(hours: float) -> str:
@@ -117,7 +147,7 @@ def projection(per_submission: float) -> str:
 
 
 def report(assignment: str, count: int, workers: int, floor_times: list[float], stock_s: float,
-           serial_s: float, parallel_s: float) -> str:
+           serial_s: float, parallel_s: float, phases: dict[str, float]) -> str:
     floor_each = statistics.mean(floor_times)
     stock_each, serial_each, parallel_each = stock_s / count, serial_s / count, parallel_s / count
     lines = [
@@ -137,6 +167,13 @@ def report(assignment: str, count: int, workers: int, floor_times: list[float], 
         f"Projected from the {workers}-worker rate on this machine, assuming workers on as many cores:",
         "",
         projection(parallel_each * workers),
+        "",
+        f"Where one submission's time goes, with {workers} workers (mean seconds of one grading task):",
+        "",
+        "| phase | seconds | share |",
+        "| --- | --- | --- |",
+        *(f"| {phase} | {seconds:.2f} | {seconds / sum(phases.values()):.0%} |"
+          for phase, seconds in phases.items()),
     ]
     return "\n".join(lines)
 
@@ -165,9 +202,9 @@ def main(argv: list[str] | None = None) -> None:
             elif name == "serial":
                 results[name] = course_serial(root, args.assignment)
             else:
-                results[name] = course_parallel(root, args.assignment, args.workers)
+                results[name], phases = course_parallel(root, args.assignment, args.workers)
         text = report(args.assignment, args.submissions, args.workers, results["floor"], results["stock"],
-                      results["serial"], results["parallel"])
+                      results["serial"], results["parallel"], phases)
     print(text)
     if args.update_readme:
         update_readme(text, start=START, end=END)
