@@ -111,6 +111,22 @@ def test_a_deleted_read_only_cell_comes_back(release_course):
     assert restore(cells, release_course)[0] == "setup"
 
 
+def test_a_cell_that_lost_its_id_gets_one(release_course):
+    """OverwriteCells brings a deleted test cell back without the id notebook format 4.5 needs."""
+    from traitlets.config import Config
+
+    cells = [graded("setup", locked=True), graded("ex1_solution", solution=True),
+             graded("ex1_test", grade=True, locked=True)]
+    del cells[2]["id"]
+    config = Config()
+    config.CourseDirectory.root = str(release_course)
+    resources = {"nbgrader": {"assignment": "a1", "notebook": "lesson"}}
+    restored, _ = RestoreCellOrder(config=config).preprocess(new_notebook(cells=cells), resources)
+    ids = [cell.get("id") for cell in restored.cells]
+    assert all(ids) and len(set(ids)) == len(ids), ids
+    nbformat.validate(restored)
+
+
 # -- the guard against hooks into the interpreter ----------------------------------------------------
 
 def guarded_run(cells, tmp_path, **options):

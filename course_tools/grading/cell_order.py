@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+from nbformat.corpus.words import generate_corpus_id
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 
@@ -16,7 +17,8 @@ class RestoreCellOrder(NbGraderPreprocessor):
     read-only cells (the setup cell, for one), so that every test runs after the code it tests.
 
     Runs after OverwriteCells (which restores the content and type of those cells, and deleted
-    test cells). A student's own cells travel with the nbgrader cell above them.
+    test cells). A student's own cells travel with the nbgrader cell above them. A cell without
+    an id gets one.
     """
 
     def preprocess(self, nb, resources):
@@ -46,6 +48,11 @@ class RestoreCellOrder(NbGraderPreprocessor):
             self.log.warning("Restoring the release's cell order")
         blocks.sort(key=lambda block: rank[grade_id(block[0])])
         nb.cells = head + [cell for block in blocks for cell in block]
+        # OverwriteCells brings a deleted test cell back without an id, which notebook format 4.5
+        # requires (nbformat warns at every later read).
+        for cell in nb.cells:
+            if not cell.get("id"):
+                cell["id"] = generate_corpus_id()
         return nb, resources
 
     def _release_notebook(self, resources):
