@@ -27,6 +27,24 @@ def test_patched_torch_function_is_restored(guard):
     assert torch.allclose is original
 
 
+def test_dynamos_own_wrapper_of_manual_seed_is_accepted_and_a_lookalike_is_not(monkeypatch):
+    """torch._dynamo's first import wraps torch.manual_seed; the guard no longer imports it up front."""
+    import types
+
+    from torch._compile import _disable_dynamo
+
+    seed = torch.random.manual_seed
+    monkeypatch.setattr(torch, "manual_seed", seed)
+    guard = Guard()
+    wrapper = _disable_dynamo(seed)
+    torch.manual_seed = wrapper
+    assert guard.restore({}) == [] and torch.manual_seed is wrapper
+    lookalike = types.FunctionType(wrapper.__code__, {}, "manual_seed", None,
+                                   tuple(types.CellType(lambda value: value) for _ in wrapper.__closure__))
+    torch.manual_seed = lookalike
+    assert guard.restore({}) == ["torch.manual_seed"] and torch.manual_seed is wrapper
+
+
 def test_method_added_to_tensor_is_removed(guard):
     torch.Tensor.__eq__ = lambda self, other: True
     assert "torch.Tensor.__eq__" in guard.restore({})

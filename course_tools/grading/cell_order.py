@@ -12,6 +12,17 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from course_tools.cells import grade_id, nbgrader_metadata
 
 
+def release_notebook(config, resources):
+    """The release's version of the notebook being graded, or None when the course has none."""
+    info = resources.get("nbgrader") or {}
+    if not info.get("assignment") or not info.get("notebook"):
+        return None
+    coursedir = CourseDirectory(config=config)
+    path = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / (
+        info["notebook"] + ".ipynb")
+    return nbformat.read(path, as_version=4) if path.exists() else None
+
+
 class RestoreCellOrder(NbGraderPreprocessor):
     """Put the read-only and graded cells back in the release's order, and bring back deleted
     read-only cells (the setup cell, for one), so that every test runs after the code it tests.
@@ -56,14 +67,11 @@ class RestoreCellOrder(NbGraderPreprocessor):
         return nb, resources
 
     def _release_notebook(self, resources):
-        coursedir = CourseDirectory(config=self.config)
-        info = resources["nbgrader"]
-        path = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / (
-            info["notebook"] + ".ipynb")
-        if not path.exists():
-            self.log.warning("No release notebook at %s: the cell order is not checked", path)
-            return None
-        return nbformat.read(path, as_version=4)
+        release = release_notebook(self.config, resources)
+        if release is None:
+            self.log.warning("No release notebook for %s: the cell order is not checked",
+                             resources.get("nbgrader", {}).get("notebook"))
+        return release
 
     def preprocess_cell(self, cell, resources, index):
         return cell, resources

@@ -30,9 +30,11 @@ from time import monotonic
 from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Dict, Integer, Unicode
+from traitlets import Bool, Dict, Integer, Unicode, default
 
 from course_tools.cells import grade_id, is_read_only, is_test
+from course_tools.grading.cell_order import release_notebook
+from course_tools.grading.demonstrations import SKIP_TAG, skipped_at_grading
 from course_tools.grading.guard_channel import (
     DIED,
     OUT_OF_TIME,
@@ -52,6 +54,8 @@ from course_tools.grading.verdict import GraderSideTests
 UNVERIFIED = "UnverifiedKernelMessage"
 # The row of the cell-times file that counts a kernel's start (sandbox, Python, ipykernel, guard).
 KERNEL_START = "(kernel start)"
+SKIPPED_NOTE = ("(not run while grading: a demonstration that no test reads; its output is in your own "
+                "notebook)\n")
 # The longest error message and traceback kept: an error output is never dropped, since it is
 # what makes a test cell lose its points.
 ERROR_TEXT_CHARS = 10_000
@@ -94,10 +98,19 @@ class GuardedExecute(Execute):
     submission_timeout = Integer(600, help=(
         "wall-clock seconds for one notebook, kernel starts and replays included; once spent, the "
         "remaining cells are not run and their tests score zero")).tag(config=True)
+    skip_demonstrations = Bool(True, help=(
+        f"skip the release's demonstration cells tagged {SKIP_TAG!r} that the submission left unchanged "
+        "and that no cell run reads (course_tools.grading.demonstrations)")).tag(config=True)
     cell_times_path = Unicode("", help="append each cell's seconds and outcome to this JSON-lines file"
                               ).tag(config=True)
     interrupt_grace_seconds = Integer(10, help="how long a timed-out kernel may take to answer again"
                                       ).tag(config=True)
+
+    @default("shutdown_kernel")
+    def _shutdown_kernel_default(self) -> str:
+        # A graded kernel's state is thrown away: a graceful shutdown only waits (about 0.9 s of a
+        # 5 s submission) for Python and torch to tear themselves down.
+        return "immediate"
 
     def create_kernel_manager(self):
         status = grading_sandbox(self.sandbox)
@@ -250,6 +263,10 @@ class GuardedExecute(Execute):
         if self._budget_left() <= 0:
             raise BudgetSpent(index)
         started, outcome = monotonic(), "kernel lost"
+        if index in self._skipped:
+            cell.outputs, cell.execution_count = [note_output(SKIPPED_NOTE)], None
+            self._cell_times.append({"cell": index, "grade_id": "", "seconds": 0.0, "outcome": "skipped"})
+            return
         rejected_before = self._rejected_messages()
         try:
             if self.guard and is_test(cell):
@@ -333,6 +350,7 @@ class GuardedExecute(Execute):
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
+        self._skipped = self._demonstrations_to_skip()
         self._failed_cells: set[int] = set()
         self._deadline = monotonic() + self.submission_timeout
         self._cell_times: list[dict] = []
@@ -375,6 +393,12 @@ class GuardedExecute(Execute):
         self._results_are_not_scores()
         self._write_cell_times()
         return self.nb, self.resources
+
+    def _demonstrations_to_skip(self) -> set[int]:
+        if not (self.guard and self.skip_demonstrations) or "nbgrader" not in self.resources:
+            return set()
+        release = release_notebook(self.config, self.resources)
+        return set() if release is None else skipped_at_grading(self.nb.cells, release.cells)
 
     def _results_are_not_scores(self) -> None:
         """nbgrader scores a test cell by its first execute_result (a non-number: full marks) before

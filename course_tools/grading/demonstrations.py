@@ -1,0 +1,145 @@
+"""Which demonstration cells the grader may leave out: the teacher's, unchanged, and read by nothing.
+
+A lesson's demonstrations (plots, timing loops, worked examples) are most of what a graded kernel
+computes, and no test reads them: the tests call the student's functions with inputs the grader
+chooses. A teacher marks such a cell in source/ with the tag `skip-when-grading`, which says "this
+cell changes nothing a test or a student's function reads". The grader then skips a cell of a
+submission only when all of these hold:
+
+- the cell's source is exactly that of a tagged cell of the release (the tag is read from the
+  release, never from the submission, whose metadata the student controls);
+- no cell that runs binds or reads a name it binds, nor a name it reads that the setup cell does
+  not bind (so a student's function that uses a demonstration's `model` keeps the cells that make
+  and change `model`); this is decided to a fixed point, since a kept cell's names count too;
+- no cell that runs reaches names in ways a parse cannot follow (`globals()`, `eval`, magics),
+  which would hide what it reads.
+
+Anything else runs as stock nbgrader would run it. Validate and a student's Run All never skip.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import symtable
+from typing import NamedTuple
+
+from course_tools.cells import grade_id, is_read_only
+
+SKIP_TAG = "skip-when-grading"
+# Ways to reach a global by a name a parse does not see (names, and attributes such as
+# sys.modules or a frame's f_globals); a running cell of the student's that uses one keeps every
+# demonstration.
+DYNAMIC_NAMES = frozenset({"globals", "locals", "vars", "eval", "exec", "get_ipython", "__import__",
+                           "__builtins__", "__main__", "builtins"})
+# Reading a builtin is not a dependency between cells (rebinding one is: it is then a bound name).
+BUILTIN_NAMES = frozenset(dir(builtins))
+DYNAMIC_ATTRIBUTES = frozenset({"modules", "_getframe", "currentframe", "stack", "f_globals", "f_locals",
+                                "f_back", "__globals__", "user_ns", "import_module", "getmembers"})
+
+
+def reaches_globals_dynamically(source: str) -> bool:
+    """Whether the cell names a way to read globals that a parse cannot follow (True when it does
+    not parse)."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        tree = ast.parse(TransformerManager().transform_cell(source))
+    except (SyntaxError, ValueError, ImportError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in DYNAMIC_NAMES:
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES:
+            return True
+        if isinstance(node, ast.alias) and node.name.split(".")[0] in DYNAMIC_NAMES:
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in DYNAMIC_NAMES:
+            return True
+    return False
+
+
+class CellNames(NamedTuple):
+    mentioned: set[str]  # every global the cell reads or binds, at any depth
+    bound: set[str]  # the globals it binds
+    definitions: set[str]  # the bound ones that only a def, class or import binds
+    inner: set[str]  # the globals its functions and classes mention (read when they are called)
+
+
+def global_names(source: str) -> CellNames | None:
+    """The globals a cell touches, scope by scope: a function's parameters and locals are not
+    globals, the globals its body reads when called are. None: the cell does not parse."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        table = symtable.symtable(TransformerManager().transform_cell(source), "cell", "exec")
+    except (SyntaxError, ValueError, ImportError):
+        return None
+    names, pending = CellNames(set(), set(), set(), set()), [table]
+    while pending:
+        scope = pending.pop()
+        pending.extend(scope.get_children())
+        for symbol in scope.get_symbols():
+            name = symbol.get_name()
+            if scope.get_type() == "module":
+                names.mentioned.add(name)
+                if symbol.is_assigned() or symbol.is_imported() or symbol.is_namespace():
+                    names.bound.add(name)
+            elif symbol.is_global():
+                names.mentioned.add(name)
+                names.inner.add(name)
+                if symbol.is_declared_global() and symbol.is_assigned():
+                    names.bound.add(name)
+    names.definitions.update(symbol.get_name() for symbol in table.get_symbols()
+                             if symbol.is_namespace() or symbol.is_imported())
+    return names
+
+
+def _tags(cell) -> list:
+    tags = cell.get("metadata", {}).get("tags", []) if isinstance(cell.get("metadata"), dict) else []
+    return tags if isinstance(tags, list) else []
+
+
+def skipped_at_grading(cells, release_cells) -> set[int]:
+    """Indices of the code cells in `cells` (a submission, after nbgrader restored its read-only
+    cells) that the grader may skip, by the rules in this module's docstring."""
+    tagged = {c["source"] for c in release_cells
+              if c.get("cell_type") == "code" and SKIP_TAG in _tags(c) and not grade_id(c)}
+    if not tagged:
+        return set()
+    names, candidates = {}, set()
+    for index, cell in enumerate(cells):
+        if cell.get("cell_type") != "code":
+            continue
+        found = global_names(cell["source"])
+        if found is None:
+            if cell["source"] in tagged:
+                continue  # a tagged cell that does not parse here runs, as stock would run it
+            return set()  # a running cell whose names cannot be read: skip nothing
+        names[index] = found
+        if cell["source"] in tagged and not grade_id(cell):
+            candidates.add(index)
+    kept = [i for i in names if i not in candidates]
+    if any(reaches_globals_dynamically(cells[i]["source"]) for i in kept if not is_read_only(cells[i])):
+        return set()
+    setup_bound = set().union(*(names[i].bound for i in kept if is_read_only(cells[i])))
+    independent = setup_bound | BUILTIN_NAMES
+    # A demonstration that calls the student's functions changes nothing later cells read, unless
+    # those functions read globals beyond the setup's and the student's own defs (a cache, a
+    # counter, a demonstration's model): then it runs, as it would without the grader.
+    student = [i for i in kept if not is_read_only(cells[i])]
+    student_definitions = set().union(*(names[i].definitions for i in student))
+    student_reads = set().union(*(names[i].inner for i in student))
+    if not student_reads - independent - student_definitions:
+        independent |= student_definitions
+    needed = set().union(*(names[i].mentioned for i in kept))
+    changed = True
+    while changed:
+        changed = False
+        for index in sorted(candidates):
+            cell_names = names[index]
+            if (cell_names.bound | (cell_names.mentioned - independent)) & needed:
+                candidates.discard(index)
+                needed |= cell_names.mentioned
+                changed = True
+    return candidates

@@ -1,0 +1,125 @@
+"""Which demonstration cells the grader skips (course_tools.grading.demonstrations)."""
+
+import nbformat
+
+from course_tools.grading.demonstrations import SKIP_TAG, global_names, skipped_at_grading
+
+SETUP = "import torch\nfrom torch import nn\nDIM = 4"
+SOLUTION = "def predict(model, rows):\n    return rows * sum(p.numel() for p in model.parameters())"
+TEST = "assert predict(nn.Linear(2, 2), 3) == 18"
+
+
+def code(source, *, grade_id=None, locked=False, solution=False, grade=False, tags=()):
+    cell = nbformat.v4.new_code_cell(source)
+    if grade_id:
+        cell.metadata["nbgrader"] = {"grade_id": grade_id, "locked": locked, "solution": solution,
+                                     "grade": grade}
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    return cell
+
+
+def notebook(*demos, solution=SOLUTION, tagged=True):
+    """setup, the demonstrations (tagged), the student's solution, the test."""
+    return [code(SETUP, grade_id="setup", locked=True),
+            *(code(d, tags=(SKIP_TAG,) if tagged else ()) for d in demos),
+            code(solution, grade_id="ex1_solution", solution=True),
+            code(TEST, grade_id="ex1_test", grade=True, locked=True)]
+
+
+def skipped_sources(release, submission):
+    return [submission[i].source for i in sorted(skipped_at_grading(submission, release))]
+
+
+def test_an_unchanged_tagged_demonstration_nothing_reads_is_skipped():
+    demos = ("model = nn.Linear(DIM, DIM)\nprint(model(torch.ones(DIM)))", "import math\nprint(math.pi)")
+    release = notebook(*demos)
+    assert skipped_sources(release, notebook(*demos, tagged=False)) == list(demos)
+
+
+def test_the_tag_comes_from_the_release_never_from_the_submission():
+    demo = "print(torch.ones(DIM))"
+    assert skipped_sources(notebook(demo, tagged=False), notebook(demo)) == []
+
+
+def test_a_demonstration_the_student_edited_runs():
+    release = notebook("print(torch.ones(DIM))")
+    assert skipped_sources(release, notebook("print(torch.ones(DIM))\nleaked = 1")) == []
+
+
+def test_a_global_the_student_reads_keeps_its_cells_to_a_fixed_point():
+    demos = ("HIDDEN = 2 * DIM", "shared = nn.Linear(DIM, HIDDEN)", "print('unrelated')")
+    uses_global = "def predict(model, rows):\n    return rows * shared.weight.numel()"
+    release = notebook(*demos)
+    assert skipped_sources(release, notebook(*demos, solution=uses_global)) == ["print('unrelated')"]
+
+
+def test_a_demonstration_that_changes_what_the_student_reads_runs():
+    demos = ("shared = nn.Linear(DIM, DIM)", "shared.weight.data.zero_()", "print(DIM)")
+    uses_global = "def predict(model, rows):\n    return shared.weight.sum()"
+    release = notebook(*demos)
+    assert skipped_sources(release, notebook(*demos, solution=uses_global)) == ["print(DIM)"]
+
+
+def test_a_parameter_named_like_a_demonstration_global_is_not_a_read():
+    demos = ("model = nn.Linear(DIM, DIM)", "rows = 3")
+    release = notebook(*demos)
+    assert skipped_sources(release, notebook(*demos)) == list(demos)
+
+
+def test_a_name_a_test_reads_keeps_the_cell_that_binds_it():
+    demo, release = "predict_rows = 3", notebook("predict_rows = 3")
+    release[-1].source = submission_test = "assert predict(nn.Linear(2, 2), predict_rows) == 18"
+    submission = notebook(demo)
+    submission[-1].source = submission_test
+    assert skipped_sources(release, submission) == []
+
+
+def test_a_student_cell_that_reaches_globals_dynamically_keeps_everything():
+    demo = "hidden_helper = 7"
+    for reach in ("globals()['hidden_helper']", "eval('hidden_helper')", "%time hidden_helper"):
+        student = f"def predict(model, rows):\n    return {reach}"
+        assert skipped_sources(notebook(demo), notebook(demo, solution=student)) == [], reach
+
+
+def test_a_cell_that_does_not_parse_skips_nothing():
+    assert skipped_sources(notebook("print(DIM)"), notebook("print(DIM)", solution="def (:")) == []
+
+
+def test_global_names_follow_scopes():
+    cell = "x = 1\ndef f(model):\n    global y\n    y = model(x) + z\n%time f(2)"
+    mentioned, bound, definitions, inner = global_names(cell)
+    assert {"x", "f", "y", "z", "get_ipython"} <= mentioned and "model" not in mentioned
+    assert bound == {"x", "f", "y"} and definitions == {"f"} and inner == {"y", "x", "z"}
+
+
+def test_a_demonstration_that_calls_the_students_pure_functions_is_skipped():
+    demos = ("rows = 3", "print(predict(nn.Linear(DIM, 2), rows))")
+    release = notebook(*demos)
+    assert skipped_sources(release, notebook(*demos)) == list(demos)
+
+
+def test_a_demonstration_that_calls_the_students_stateful_functions_runs():
+    demos = ("rows = 3", "print(predict(nn.Linear(DIM, 2), rows))")
+    stateful = "calls = []\ndef predict(model, rows):\n    calls.append(rows)\n    return len(calls)"
+    assert skipped_sources(notebook(*demos), notebook(*demos, solution=stateful)) == []
+
+
+def test_ordinary_uses_of_sys_and_inspect_do_not_count_as_reaching_globals():
+    demo = "hidden_helper = 7"
+    for harmless in ("import sys\ndef predict(model, rows):\n    print(rows, file=sys.stderr)",
+                     "import inspect\ndef predict(model, rows):\n    return inspect.signature(print)"):
+        assert skipped_sources(notebook(demo), notebook(demo, solution=harmless)) == [demo], harmless
+    for reach in ("import sys\ndef predict(model, rows):\n    return sys.modules['__main__']",
+                  "import sys\ndef predict(model, rows):\n    return sys._getframe().f_globals",
+                  "from __main__ import hidden_helper",
+                  "def predict(model, rows):\n    return predict.__globals__['hidden_helper']"):
+        assert skipped_sources(notebook(demo), notebook(demo, solution=reach)) == [], reach
+
+
+def test_builtins_are_not_a_dependency_but_rebinding_one_is():
+    demo = "print(len([DIM]))"
+    student = "def predict(model, rows):\n    print(len(str(rows)))\n    return rows"
+    assert skipped_sources(notebook(demo), notebook(demo, solution=student)) == [demo]
+    rebinds = "len = lambda value: 0"
+    assert skipped_sources(notebook(rebinds), notebook(rebinds, solution=student)) == []
