@@ -7,7 +7,7 @@ import pytest
 
 from course_tools.grading.execute import KERNEL_START
 from course_tools.jobs.grade_class import Outcome, cell_times_path
-from course_tools.measure.grading_benchmark import PHASES, breakdown, projection, report
+from course_tools.measure.grading_benchmark import PHASES, breakdown, grade_differences, projection, report
 
 
 def test_projection_scales_the_per_submission_time_by_workers():
@@ -20,12 +20,19 @@ def test_projection_scales_the_per_submission_time_by_workers():
 def test_report_states_each_way_against_the_floor():
     phases = dict(zip(PHASES, (1.0, 1.0, 0.5, 0.5, 0.5), strict=True))
     text = report("04_memory", 10, 2, floor_times=[5.0] * 10, stock_s=60.0, serial_s=70.0, parallel_s=35.0,
-                  phases=phases)
+                  phases=phases, differing={"serial": [], "parallel": ["s003"]})
     assert "| stock nbgrader, serial | 6.0 | 1.20x | 10.0 |" in text
     assert "| the course's grader, serial | 7.0 | 1.40x |" in text
     assert "| the course's grader, 2 workers | 3.5 | 0.70x | 17.1 |" in text
     assert "Parallel against stock serial: 1.71x" in text
     assert f"| {PHASES[0]} | 1.00 | 29% |" in text
+    assert "serial: all 10 equal; parallel: 1 of 10 differ (s003)" in text
+
+
+def test_grade_differences_name_every_student_graded_otherwise_or_not_at_all():
+    stock = {"ann": {"ex1": 1.0}, "bo": {"ex1": 0.0}, "cy": {"ex1": 1.0}}
+    assert grade_differences(stock, dict(stock)) == []
+    assert grade_differences(stock, {"ann": {"ex1": 1.0}, "bo": {"ex1": 1.0}}) == ["bo", "cy"]
 
 
 def test_breakdown_sorts_each_recorded_second_into_its_phase(tmp_path):

@@ -33,7 +33,8 @@ from nbclient import NotebookClient
 from course_tools.cells import grade_id, is_read_only, is_test
 from course_tools.grading.execute import KERNEL_START
 from course_tools.jobs.demo_class import DEMO_ROOT, kind_of, load_demo_class, write_submissions
-from course_tools.jobs.grade_class import cell_times_path, grade_class
+from course_tools.jobs.grade_class import cell_times_path, default_db_url, grade_class
+from course_tools.jobs.grade_demo_class import read_scores
 from course_tools.jobs.nbgrader_course import generate_release, open_course, require_success
 from course_tools.lessons import CELL_TIMEOUT_S, COURSE_ID, REPO_ROOT
 from course_tools.measure.notebook_times import machine, update_readme
@@ -106,6 +107,20 @@ def course_parallel(root: Path, assignment: str, workers: int) -> tuple[float, d
     return time.perf_counter() - started, breakdown(root, assignment, outcomes)
 
 
+def scores(root: Path, assignment: str) -> dict[str, dict]:
+    """student -> {grade cell: score} in the course copy's gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(default_db_url(root), COURSE_ID) as gradebook:
+        return {student: got for student, (got, _) in read_scores(gradebook, assignment).items()}
+
+
+def grade_differences(reference: dict[str, dict], other: dict[str, dict]) -> list[str]:
+    """The students whose grades differ between two gradings of the same class (or who lack one)."""
+    return sorted(student for student in reference.keys() | other.keys()
+                  if reference.get(student) != other.get(student))
+
+
 PHASES = ("kernel start: sandbox, Python, ipykernel, the guard",
           "the setup cell: importing torch and helpers",
           "demonstration and solution cells",
@@ -147,7 +162,8 @@ def projection(per_submission: float) -> str:
 
 
 def report(assignment: str, count: int, workers: int, floor_times: list[float], stock_s: float,
-           serial_s: float, parallel_s: float, phases: dict[str, float]) -> str:
+           serial_s: float, parallel_s: float, phases: dict[str, float],
+           differing: dict[str, list[str]]) -> str:
     floor_each = statistics.mean(floor_times)
     stock_each, serial_each, parallel_each = stock_s / count, serial_s / count, parallel_s / count
     lines = [
@@ -164,6 +180,9 @@ def report(assignment: str, count: int, workers: int, floor_times: list[float], 
         f"{parallel_each / floor_each:.2f}x | {60 / parallel_each:.1f} |",
         "",
         f"Parallel against stock serial: {stock_each / parallel_each:.2f}x the submissions per minute.",
+        "Grades against stock nbgrader's, cell by cell: " + "; ".join(
+            f"{name}: " + (f"{len(students)} of {count} differ ({', '.join(students[:5])})" if students
+                           else f"all {count} equal") for name, students in differing.items()) + ".",
         f"Projected from the {workers}-worker rate on this machine, assuming workers on as many cores:",
         "",
         projection(parallel_each * workers),
@@ -191,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     # As the tests and the parallel grader's workers do: one OpenMP thread per kernel.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory(prefix="grading-benchmark-") as folder:
-        results = {}
+        results, graded = {}, {}
         for name in ("floor", "stock", "serial", "parallel"):
             root = make_course(Path(folder) / name, args.assignment, args.submissions)
             print(f"{name}: grading {args.submissions} submissions ...", flush=True)
@@ -203,9 +222,15 @@ def main(argv: list[str] | None = None) -> None:
                 results[name] = course_serial(root, args.assignment)
             else:
                 results[name], phases = course_parallel(root, args.assignment, args.workers)
+            if name != "floor":
+                graded[name] = scores(root, args.assignment)
+        differing = {name: grade_differences(graded["stock"], graded[name])
+                     for name in ("serial", "parallel")}
         text = report(args.assignment, args.submissions, args.workers, results["floor"], results["stock"],
-                      results["serial"], results["parallel"], phases)
+                      results["serial"], results["parallel"], phases, differing)
     print(text)
+    if any(differing.values()):
+        raise SystemExit(f"the course's grader and stock nbgrader disagree: {differing}")
     if args.update_readme:
         update_readme(text, start=START, end=END)
 
