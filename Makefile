@@ -61,7 +61,7 @@ benchmark: setup
 	$(BIN)/python -m course_tools.measure.notebook_times --update-readme
 
 # Grade a synthetic class (32 submissions) four ways: nbclient alone, stock nbgrader, the course's
-# grader serially and with 2 workers; the grading table in docs/run-time.md (about 15 minutes on 2 cores).
+# grader serially and with 2 workers; the grading table in docs/run-time.md (about 10 minutes on 2 cores).
 grading-benchmark: setup
 	$(BIN)/python -m course_tools.measure.grading_benchmark --update-readme $(GRADING_BENCHMARK_ARGS)
 
