@@ -62,9 +62,6 @@ c.ClearSolutions.code_stub = {
 c.Execute.timeout = CELL_TIMEOUT_S
 # Students' kernelspecs differ ("Python 3 (ipykernel)", conda envs); grade with the course's own.
 c.Execute.kernel_name = "python3"
-# Validate (and grading) throw the kernel away when done: kill it instead of waiting about a
-# second for Python and torch to tear themselves down.
-c.Execute.shutdown_kernel = "immediate"
 
 # nbgrader gives a test cell zero points when it writes anything to stderr, so a harmless
 # UserWarning from the student's code, or a progress bar, would cost the exercise. A test fails

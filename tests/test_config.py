@@ -55,7 +55,6 @@ def test_execution_timeout_and_kernel():
     execute = Execute(config=load_config())
     assert execute.timeout >= 120, "training cells need more than nbgrader's default of 30 s"
     assert execute.kernel_name == "python3"
-    assert execute.shutdown_kernel == "immediate", "Validate would wait for the kernel to tear down"
     assert GuardedExecute(config=load_config()).shutdown_kernel == "immediate"
 
 

@@ -8,5 +8,3 @@ c = get_config()  # noqa: F821 - provided by traitlets when it executes this fil
 course = json.loads((Path(__file__).resolve().parent.parent / "course.json").read_text())
 c.CourseDirectory.course_id = course["course_id"]
 c.Exchange.root = course["exchange"]
-# Validate throws its kernel away when done: kill it instead of waiting for torch to tear down.
-c.Execute.shutdown_kernel = "immediate"
