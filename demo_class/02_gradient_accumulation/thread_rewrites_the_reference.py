@@ -1,4 +1,4 @@
-# about: An attack: exercise 1 trains nothing and starts a thread that, while the test runs, keeps copying the newest parameters of any same-shaped model into the student's model and overwriting dicts that look like references. The thread stops once the models it was handed are gone, so that only exercise 1 is at stake.
+# about: An attack: exercise 1 trains nothing and starts a thread that, while the test runs, keeps copying the newest parameters of any same-shaped model into the student's model and overwriting dicts that look like references. The thread stops once the next exercise's cell has defined its function, so that only exercise 1 is at stake whatever the timing.
 # kind: hostile
 # base: solution
 # loses: ex1_1_test
@@ -28,16 +28,16 @@ def _rewrite(models):
 
 
 def _meddle():
-    while True:
+    # Stop when exercise 2's cell has run, i.e. when exercise 1's test is over: waiting for the
+    # handed models to be collected left the thread alive into exercise 4 on a busy machine.
+    while "train_accumulated_any_sizes" not in globals():
         time.sleep(0.002)
         alive = [model for model in (ref() for ref in _targets) if model is not None]
-        if _targets and not alive:
-            return
         try:
             _rewrite(alive)
         except Exception:
             pass
-        del alive   # hold no model while asleep: once the test drops them, the thread stops
+        del alive
 
 
 threading.Thread(target=_meddle, daemon=True).start()
