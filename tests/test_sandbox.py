@@ -504,6 +504,23 @@ print("environ files read:", readable, "secret in:", found,
 """
 
 
+# What a setup cell's `import matplotlib.pyplot` finds: the grader's font list, in a folder the kernel
+# may write to (matplotlib warns on stderr and scans every font again where it may not).
+MATPLOTLIB_PROBE = """
+import glob, logging, os, warnings
+logged = []
+logging.getLogger("matplotlib").addHandler(logging.Handler())
+logging.getLogger("matplotlib").handlers[-1].emit = lambda record: logged.append(record.getMessage())
+logging.getLogger("matplotlib").setLevel(logging.INFO)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import matplotlib.font_manager
+folder = os.environ["MPLCONFIGDIR"]
+print(len(glob.glob(folder + "/fontlist-*.json")), os.access(folder, os.W_OK),
+      [str(w.message) for w in caught] + logged)
+"""
+
+
 @pytest.fixture(scope="module")
 def sandboxed_kernel(tmp_path_factory):
     """A real kernel started the grader's way, with a secret in the grader's environment."""
@@ -514,6 +531,7 @@ def sandboxed_kernel(tmp_path_factory):
             "sum": "1+1",
             "environ": ENVIRON_SCAN,
             "cwd": f"import os; print(os.getcwd() == {str(workdir)!r}, sorted(os.listdir('.')))",
+            "matplotlib": MATPLOTLIB_PROBE,
         }))
     finally:
         del os.environ["GRADER_SECRET"]
@@ -577,6 +595,11 @@ def test_a_grader_without_memory_cgroups_says_so_once(tmp_path, monkeypatch, cap
             assert outputs["sum"] == "2" and outputs["cgroup"] is None
     said = [r.getMessage() for r in caplog.records if "per process only" in r.getMessage()]
     assert len(said) == 1 and "missing does not exist" in said[0], caplog.text
+
+
+@needs_sandbox
+def test_the_kernel_finds_matplotlibs_font_list_made_by_the_grader(sandboxed_kernel):
+    assert sandboxed_kernel["matplotlib"].strip() == "1 True []", sandboxed_kernel["matplotlib"]
 
 
 @needs_sandbox

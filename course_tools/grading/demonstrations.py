@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import symtable
 from typing import NamedTuple
 
@@ -38,6 +39,7 @@ DYNAMIC_ATTRIBUTES = frozenset({"modules", "_getframe", "currentframe", "stack",
                                 "f_back", "__globals__", "user_ns", "import_module", "getmembers"})
 
 
+@functools.lru_cache(maxsize=4096)
 def reaches_globals_dynamically(source: str) -> bool:
     """Whether the cell names a way to read globals that a parse cannot follow (True when it does
     not parse)."""
@@ -60,12 +62,14 @@ def reaches_globals_dynamically(source: str) -> bool:
 
 
 class CellNames(NamedTuple):
-    mentioned: set[str]  # every global the cell reads or binds, at any depth
-    bound: set[str]  # the globals it binds
-    definitions: set[str]  # the bound ones that only a def, class or import binds
-    inner: set[str]  # the globals its functions and classes mention (read when they are called)
+    mentioned: frozenset[str]  # every global the cell reads or binds, at any depth
+    bound: frozenset[str]  # the globals it binds
+    definitions: frozenset[str]  # the bound ones that only a def, class or import binds
+    inner: frozenset[str]  # the globals its functions and classes mention (read when they are called)
 
 
+# A class's submissions share most cells with the release: each source is parsed once per process.
+@functools.lru_cache(maxsize=4096)
 def global_names(source: str) -> CellNames | None:
     """The globals a cell touches, scope by scope: a function's parameters and locals are not
     globals, the globals its body reads when called are. None: the cell does not parse."""
@@ -75,24 +79,25 @@ def global_names(source: str) -> CellNames | None:
         table = symtable.symtable(TransformerManager().transform_cell(source), "cell", "exec")
     except (SyntaxError, ValueError, ImportError):
         return None
-    names, pending = CellNames(set(), set(), set(), set()), [table]
+    mentioned, bound, definitions, inner = set(), set(), set(), set()
+    pending = [table]
     while pending:
         scope = pending.pop()
         pending.extend(scope.get_children())
         for symbol in scope.get_symbols():
             name = symbol.get_name()
             if scope.get_type() == "module":
-                names.mentioned.add(name)
+                mentioned.add(name)
                 if symbol.is_assigned() or symbol.is_imported() or symbol.is_namespace():
-                    names.bound.add(name)
+                    bound.add(name)
             elif symbol.is_global():
-                names.mentioned.add(name)
-                names.inner.add(name)
+                mentioned.add(name)
+                inner.add(name)
                 if symbol.is_declared_global() and symbol.is_assigned():
-                    names.bound.add(name)
-    names.definitions.update(symbol.get_name() for symbol in table.get_symbols()
-                             if symbol.is_namespace() or symbol.is_imported())
-    return names
+                    bound.add(name)
+    definitions.update(symbol.get_name() for symbol in table.get_symbols()
+                       if symbol.is_namespace() or symbol.is_imported())
+    return CellNames(frozenset(mentioned), frozenset(bound), frozenset(definitions), frozenset(inner))
 
 
 def _tags(cell) -> list:

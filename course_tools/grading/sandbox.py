@@ -8,8 +8,10 @@ has the same path as the submission's `autograded/<student>/<assignment>/` folde
 and relative paths to the files handed in with the notebook work, but it is a size-limited tmpfs
 filled with a copy of that folder when the sandbox starts: whatever the kernel writes, deletes or
 links there vanishes with it, and the grader never follows a path the kernel made. /tmp and
-/dev/shm are size-limited tmpfs too; everything else is read-only. The course around the submission
-(source/ with the solutions, the gradebook, the other students) does not exist in there.
+/dev/shm are size-limited tmpfs too; everything else is read-only. /tmp starts with matplotlib's font
+list, which the grader builds once per run (`matplotlib_cache`): a setup cell's first plot import
+then scans no fonts. The course around the submission (source/ with the solutions, the gradebook,
+the other students) does not exist in there.
 
 - No network: the kernel has a network namespace of its own with only a loopback, so it reaches
   neither the grader's services on 127.0.0.1 nor anything else, and /proc/net shows nothing of the

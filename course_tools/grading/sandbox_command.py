@@ -9,6 +9,7 @@ and the environment bubblewrap itself starts with.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.util
 import json
@@ -34,6 +35,9 @@ CONNECTION_FILE = f"{KERNEL_DIR}/connection.json"
 SUBMISSION_COPY = "/run/submission"
 GRADER_CONNECTION_FILE = "/run/grader/connection.json"
 HOME = "/tmp/home"
+MATPLOTLIB_DIR = "/tmp/matplotlib"
+# matplotlib's font list, made once per grading run (matplotlib_cache), copied into MATPLOTLIB_DIR.
+GRADER_MATPLOTLIB_CACHE = "/run/grader/matplotlib"
 
 # Packages of this course that notebooks import: bound where the kernel's own Python finds them.
 KERNEL_PACKAGES = ("helpers",)
@@ -114,7 +118,10 @@ _PREPARE = (
     f'cp -R {SUBMISSION_COPY}/. "$0" || echo "sandbox: some files of the submission were not '
     'copied into the kernel\'s folder" >&2; '
     f"cp {GRADER_CONNECTION_FILE} {CONNECTION_FILE} || exit 1; "
+    f"mkdir -p {MATPLOTLIB_DIR}; "
 )
+# With a font list from the grader (matplotlib_cache), its copy: matplotlib writes into its folder.
+_COPY_MATPLOTLIB_CACHE = f"cp {GRADER_MATPLOTLIB_CACHE}/* {MATPLOTLIB_DIR}/ 2>/dev/null; "
 
 
 def sandbox_environment() -> dict[str, str]:
@@ -176,6 +183,31 @@ def kernel_python(interpreter: str) -> KernelPython:
                             {name: tuple(places) for name, places in found["packages"].items()})
     except (OSError, ValueError, KeyError, IndexError, subprocess.TimeoutExpired) as error:
         return replace(grader_python(), failure=f"{executable} did not say ({error})")
+
+
+# Builds matplotlib's font list in MPLCONFIGDIR, as the kernel would at its first plot import.
+_BUILD_FONT_LIST = "import matplotlib.font_manager"
+
+
+@functools.cache
+def matplotlib_cache(interpreter: str) -> str | None:
+    """A folder holding the font list that `interpreter`'s matplotlib builds on its first import
+    (about 0.1 s of every kernel's setup cell otherwise), made once per grading run in the sandbox's
+    environment; None where that Python has no matplotlib or cannot build it. The fonts it lists
+    lie under /usr and the kernel's environment, which the sandbox shows at the same paths."""
+    executable = shutil.which(interpreter, path=os.environ.get("PATH")) or interpreter
+    folder = tempfile.mkdtemp(prefix="kernel-matplotlib-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    environment = {**sandbox_environment(), "HOME": HOME, "MPLCONFIGDIR": folder}
+    try:
+        built = subprocess.run([executable, "-c", _BUILD_FONT_LIST], cwd=folder, env=environment,
+                               capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        built = False
+    if not built or not any(Path(folder).glob("fontlist-*.json")):
+        return None
+    os.chmod(folder, 0o755)
+    return folder
 
 
 def _python_binds(python: KernelPython) -> list[str]:
@@ -304,6 +336,9 @@ def sandboxed_command(command: list[str], workdir: str, connection_file: str, me
     # working folder's tmpfs last but for making everything else read-only.
     binds = [*_system_binds(), *_python_binds(kernel_python(command[0])), *_device_binds(),
              "--ro-bind", workdir, SUBMISSION_COPY, "--ro-bind", connection_file, GRADER_CONNECTION_FILE]
+    fonts = matplotlib_cache(command[0])
+    if fonts is not None:
+        binds += ["--ro-bind", fonts, GRADER_MATPLOTLIB_CACHE]
     sandbox += ["--proc", "/proc", "--dev", "/dev",
                 "--perms", "1777", "--size", str(shm_bytes), "--tmpfs", "/dev/shm",
                 "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--dir", HOME,
@@ -314,19 +349,20 @@ def sandboxed_command(command: list[str], workdir: str, connection_file: str, me
                 "--remount-ro", "/dev", "--remount-ro", "/",
                 "--chdir", workdir, "--clearenv", "--setenv", "HOME", HOME,
                 "--setenv", "USER", "student", "--setenv", "LOGNAME", "student",
-                "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib",
+                "--setenv", "MPLCONFIGDIR", MATPLOTLIB_DIR,
                 # The grader's pid means nothing in the kernel's pid namespace, and without one
                 # ipykernel prints a Ctrl-C notice per kernel; 1 tells it not to watch its parent,
                 # which --die-with-parent does instead.
                 "--setenv", "JPY_PARENT_PID", "1"]
     for name, value in sandbox_environment().items():
         sandbox += ["--setenv", name, value]
-    prepare = _PREPARE
+    prepare = _PREPARE + (_COPY_MATPLOTLIB_CACHE if fonts is not None else "")
     drop = []
     if root_grader:
         owner = f"{KERNEL_UID}:{KERNEL_UID}"
         chown = _tool("chown")
-        prepare += f'{chown} -R {owner} "$0" {KERNEL_DIR} && {chown} {owner} {HOME} || exit 1; '
+        prepare += (f'{chown} -R {owner} "$0" {KERNEL_DIR} {MATPLOTLIB_DIR} && {chown} {owner} {HOME} '
+                    "|| exit 1; ")
         drop = [_tool("setpriv"), f"--reuid={KERNEL_UID}", f"--regid={KERNEL_UID}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
     prepare += 'exec "$@"'
