@@ -35,6 +35,7 @@ from course_tools.grading.sandbox import (
     sandbox_status,
 )
 from course_tools.grading.sandbox_command import (
+    KERNEL_UID,
     Bubblewrap,
     grader_python,
     kernel_python,
@@ -773,3 +774,86 @@ def test_the_exercises_references_are_not_in_the_sandbox(tmp_path):
     assert "stub: True True" in output
     assert "reference: helpers.checks_memory.measure_training_bytes is not available while" in output
     assert "collectors: True" in output
+
+
+# -- kernels forked from the template (course_tools/grading/zygote.py) ------------------------------
+
+needs_template = pytest.mark.skipif(os.geteuid() != 0, reason="only a root grader uses the template")
+
+TEMPLATE_PROBE = """
+import ctypes, json, os, resource, socket, sys
+status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines())
+libc = ctypes.CDLL(None, use_errno=True)
+MS_REMOUNT, MS_BIND = 32, 4096
+try:
+    os.setuid(0)
+    setuid = "allowed"
+except OSError:
+    setuid = "refused"
+try:
+    socket.create_connection(("127.0.0.1", int(os.environ.get("PROBE_PORT", "%d"))), timeout=5)
+    network = "reached the grader"
+except OSError as error:
+    network = type(error).__name__
+print(json.dumps({
+    "preloaded": "torch" in sys.modules,
+    "uid": os.getuid(),
+    "capabilities": [status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")],
+    "no new privileges": status["NoNewPrivs"].strip(),
+    "remount": "refused" if libc.mount(b"none", b"/usr", None, MS_REMOUNT | MS_BIND, None) else "allowed",
+    "setuid": setuid, "network": network,
+    "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    "tmp": sorted(os.listdir("/tmp")), "folder": sorted(os.listdir(".")),
+    "limits": [resource.getrlimit(getattr(resource, name))[0] for name in ("RLIMIT_CORE", "RLIMIT_NPROC")],
+    "cwd": os.getcwd(), "environment": sorted(os.environ),
+}))
+"""
+
+LEAVE_SOMETHING_BEHIND = """
+import subprocess
+open("/tmp/left-by-the-first", "w").write("x")
+open("left-by-the-first", "w").write("x")
+subprocess.Popen(["sleep", "600"], start_new_session=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def kernels_from_the_template(tmp_path_factory):
+    """Two kernels forked from the template one after the other, the first leaving a process and
+    files behind, with a port of the grader's listening; and one started afresh."""
+    _, workdir = make_course(tmp_path_factory.mktemp("template"))
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        probe = TEMPLATE_PROBE % server.getsockname()[1]
+        snippets = {"probe": probe, "leave": LEAVE_SOMETHING_BEHIND}
+        first = asyncio.run(_run_in_a_sandboxed_kernel(workdir, snippets))
+        second = asyncio.run(_run_in_a_sandboxed_kernel(workdir, {"probe": probe}))
+        afresh = asyncio.run(_run_in_a_sandboxed_kernel(workdir, {"probe": probe}, kernel_template=False))
+    return {name: json.loads(run["probe"]) for name, run in
+            (("first", first), ("second", second), ("afresh", afresh))}
+
+
+@needs_sandbox
+@needs_template
+def test_a_kernel_forked_from_the_template_is_confined_as_one_started_afresh(kernels_from_the_template):
+    forked, afresh = kernels_from_the_template["first"], kernels_from_the_template["afresh"]
+    assert forked["preloaded"] and not afresh["preloaded"]
+    for probe in (forked, afresh):
+        assert probe["uid"] == KERNEL_UID and probe["capabilities"] == ["0000000000000000"] * 5, probe
+        assert probe["no new privileges"] == "1" and probe["limits"][0] == 0, probe
+        assert (probe["remount"], probe["setuid"], probe["network"]) == ("refused", "refused",
+                                                                        "ConnectionRefusedError"), probe
+    same = ("cwd", "environment", "folder", "tmp", "limits")
+    assert {key: forked[key] for key in same} == {key: afresh[key] for key in same}
+
+
+@needs_sandbox
+@needs_template
+def test_nothing_of_one_forked_kernel_reaches_the_next(kernels_from_the_template):
+    first, second = kernels_from_the_template["first"], kernels_from_the_template["second"]
+    assert second["preloaded"]
+    assert "left-by-the-first" not in second["tmp"] and "left-by-the-first" not in second["folder"]
+    # its own sandbox's processes only (bubblewrap's, the holder, the kernel): not the first's sleep,
+    # not the template's
+    assert len(second["processes"]) == len(first["processes"]) <= 3, (first, second)

@@ -70,6 +70,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -78,18 +79,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Integer, default
+from traitlets import Bool, Integer, default
 
 from course_tools.grading.memory_cgroups import KernelMemoryCgroup, memory_cgroups
 from course_tools.grading.sandbox_command import (
     IPC_PREFIX,
     KERNEL_PACKAGES,
+    KERNEL_UID,
     Bubblewrap,
+    folder_bytes,
     grader_python,
+    kernel_argv,
+    kernel_data_bytes,
+    kernel_environment,
     kernel_python,
+    matplotlib_cache,
     sandbox_environment,
     sandboxed_command,
 )
+from course_tools.grading.zygote import KernelTemplate, TemplateFailed, kernel_template, wait_for_holder
 from course_tools.units import MB
 
 SETTINGS = ("auto", "off", "required")
@@ -225,6 +233,9 @@ class SandboxedKernelManager(AsyncKernelManager):
     shm_limit_bytes = Integer(256 * MB, help="size of the kernel's /dev/shm (DataLoader workers)"
                               ).tag(config=True)
     startup_seconds = Integer(60, help="how long bubblewrap may take to set the sandbox up").tag(config=True)
+    kernel_template = Bool(True, help=(
+        "with a root grader, fork each kernel from a template that has imported torch, ipykernel and "
+        "matplotlib (course_tools/grading/zygote.py); False starts every kernel afresh")).tag(config=True)
 
     # The memory cgroup of the running kernel, while there is one.
     memory_cgroup: KernelMemoryCgroup | None = None
@@ -249,32 +260,78 @@ class SandboxedKernelManager(AsyncKernelManager):
             raise RuntimeError(status.message)
         workdir = str(Path(kw.get("cwd") or Path.cwd()).resolve())
         self._say_where_the_kernel_imports_from(kernel_cmd[0])
+        template = self._template(kernel_cmd)
         self.memory_cgroup = self._make_memory_cgroup()
         cgroup_folder = None if self.memory_cgroup is None else str(self.memory_cgroup.path)
         info_read, info_write = os.pipe()
+        ready_read, ready_write = os.pipe() if template is not None else (None, None)
         try:
-            kernel_cmd = sandboxed_command(
+            command = sandboxed_command(
                 kernel_cmd, workdir, os.path.realpath(self.connection_file), self.memory_limit_bytes,
                 self.cpu_limit_seconds, processes=self.process_limit, disk_bytes=self.disk_limit_bytes,
                 tmp_bytes=self.tmp_limit_bytes, shm_bytes=self.shm_limit_bytes, bwrap=status.bwrap,
-                info_fd=info_write, memory_cgroup=cgroup_folder)
+                info_fd=info_write, memory_cgroup=cgroup_folder, holder_ready_fd=ready_write)
             # A SIGINT sent from outside stops at bubblewrap; ipykernel interrupts itself on request.
             self.kernel_spec.interrupt_mode = "message"
-            kw = {**kw, "env": sandbox_environment(), "pass_fds": (info_write,)}
-            await super()._async_launch_kernel(kernel_cmd, **kw)
+            passed = (info_write,) if ready_write is None else (info_write, ready_write)
+            kw = {**kw, "env": sandbox_environment(), "pass_fds": passed}
+            await super()._async_launch_kernel(command, **kw)
         except BaseException:
             os.close(info_read)
+            if ready_read is not None:
+                os.close(ready_read)
             await self._remove_memory_cgroup()
             raise
         finally:
             os.close(info_write)
-        pid = await asyncio.get_running_loop().run_in_executor(
-            None, _read_child_pid, info_read, self.startup_seconds)
+            if ready_write is not None:
+                os.close(ready_write)
+        loop = asyncio.get_running_loop()
+        pid = await loop.run_in_executor(None, _read_child_pid, info_read, self.startup_seconds)
+        if pid is not None and template is not None:
+            pid = await loop.run_in_executor(None, self._fork_kernel, template, pid, ready_read, kernel_cmd,
+                                             workdir, cgroup_folder)
         if pid is None:
             await self._remove_memory_cgroup()
             raise RuntimeError("the kernel's sandbox did not start (bubblewrap's message is in the grader's "
                                f"log); {status.message}")
         self.ip = f"/proc/{pid}/root{IPC_PREFIX}"
+
+    def _template(self, kernel_cmd: list[str]) -> KernelTemplate | None:
+        """The template to fork this kernel from, or None to start it afresh in the sandbox."""
+        if not self.kernel_template or os.geteuid() != 0 or kernel_cmd[1:3] != ["-m", "ipykernel_launcher"]:
+            return None
+        python = kernel_python(kernel_cmd[0])
+        try:
+            return kernel_template(python.executable, matplotlib_cache(kernel_cmd[0]), kernel_environment())
+        except TemplateFailed as failure:
+            _warn_once(self.log, f"{failure}; kernels start afresh in the sandbox")
+            return None
+
+    def _fork_kernel(self, template: KernelTemplate, holder: int, ready_read: int, kernel_cmd: list[str],
+                     workdir: str, cgroup_folder: str | None) -> int | None:
+        """The holder's pid once a kernel forked from the template has joined its sandbox, or None
+        (the sandbox is then ended)."""
+        if not wait_for_holder(ready_read, self.startup_seconds):
+            return None
+        limits = {"RLIMIT_DATA": kernel_data_bytes(self.memory_limit_bytes,
+                                                   folder_bytes(workdir) + self.disk_limit_bytes,
+                                                   self.tmp_limit_bytes, self.shm_limit_bytes),
+                  "RLIMIT_CPU": self.cpu_limit_seconds, "RLIMIT_CORE": 0, "RLIMIT_NPROC": self.process_limit}
+        try:
+            # As the sandbox's own process has them: bubblewrap's environment, and the shell's PWD.
+            environment = {**kernel_environment(), "PWD": workdir}
+            template.spawn(holder, kernel_argv(kernel_cmd, os.path.realpath(self.connection_file)), workdir,
+                           environment, limits, KERNEL_UID, KERNEL_UID,
+                           None if cgroup_folder is None else str(Path(cgroup_folder) / "cgroup.procs"))
+        except TemplateFailed as failure:
+            self.log.warning("the kernel template could not start this kernel: %s", failure)
+            try:
+                os.kill(holder, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return None
+        return holder
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         try:

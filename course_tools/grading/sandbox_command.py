@@ -294,11 +294,35 @@ def folder_bytes(folder: str | Path) -> int:
     return total
 
 
+def kernel_environment() -> dict[str, str]:
+    """The whole environment of a sandboxed kernel."""
+    return {"HOME": HOME, "USER": "student", "LOGNAME": "student", "MPLCONFIGDIR": MATPLOTLIB_DIR,
+            # The grader's pid means nothing in the kernel's pid namespace, and without one ipykernel
+            # prints a Ctrl-C notice per kernel; 1 tells it not to watch its parent, which
+            # --die-with-parent does instead.
+            "JPY_PARENT_PID": "1", **sandbox_environment()}
+
+
+def kernel_data_bytes(memory_bytes: int, workdir_bytes: int, tmp_bytes: int, shm_bytes: int) -> int:
+    """Each kernel process's data limit: the memory limit less its tmpfs, which live in RAM."""
+    data_bytes = memory_bytes - workdir_bytes - tmp_bytes - shm_bytes - KERNEL_DIR_BYTES
+    if data_bytes < 256 * MB:
+        raise ValueError(f"a memory limit of {memory_bytes / MB:.0f} MB leaves the kernel "
+                         f"{data_bytes / MB:.0f} MB once its tmpfs are full; raise memory_limit_bytes or "
+                         "lower their sizes")
+    return data_bytes
+
+
+def kernel_argv(command: list[str], connection_file: str) -> list[str]:
+    """The kernel's command line as it runs inside, where the connection file has another path."""
+    return [arg.replace(connection_file, CONNECTION_FILE) for arg in command]
+
+
 def sandboxed_command(command: list[str], workdir: str, connection_file: str, memory_bytes: int,
                       cpu_seconds: int, *, bwrap: Bubblewrap, processes: int = 256,
                       disk_bytes: int = 200 * MB, tmp_bytes: int = 256 * MB, shm_bytes: int = 256 * MB,
                       info_fd: int | None = None,
-                      memory_cgroup: str | None = None) -> list[str]:
+                      memory_cgroup: str | None = None, holder_ready_fd: int | None = None) -> list[str]:
     """`command` wrapped so that it runs in the sandbox, in a copy of `workdir` with `disk_bytes`
     of room beyond the submission's files, under the given limits.
 
@@ -312,13 +336,13 @@ def sandboxed_command(command: list[str], workdir: str, connection_file: str, me
     JSON object whose "child-pid" names a process inside the sandbox (`SandboxedKernelManager`
     reaches the kernel's sockets through its /proc/<pid>/root). Run it with
     `env=sandbox_environment()`.
+
+    With `holder_ready_fd`, the sandbox's process does not start the kernel: once the sandbox is
+    ready it writes a line to that fd and waits, under the same user and limits, for a kernel
+    forked from the template to join it (course_tools/grading/zygote.py); it ends when that kernel ends.
     """
     workdir_bytes = folder_bytes(workdir) + disk_bytes
-    data_bytes = memory_bytes - workdir_bytes - tmp_bytes - shm_bytes - KERNEL_DIR_BYTES
-    if data_bytes < 256 * MB:
-        raise ValueError(f"a memory limit of {memory_bytes / MB:.0f} MB leaves the kernel "
-                         f"{data_bytes / MB:.0f} MB once its tmpfs are full; raise memory_limit_bytes or "
-                         "lower their sizes")
+    data_bytes = kernel_data_bytes(memory_bytes, workdir_bytes, tmp_bytes, shm_bytes)
     root_grader = os.geteuid() == 0
     if root_grader:
         # Our own user namespace (USERNS_LAUNCHER): bubblewrap must not make a nested one.
@@ -347,14 +371,8 @@ def sandboxed_command(command: list[str], workdir: str, connection_file: str, me
                 "--size", str(workdir_bytes), "--tmpfs", workdir,
                 *_open_parents(binds, ["/dev", "/dev/shm", "/tmp", KERNEL_DIR, workdir]),
                 "--remount-ro", "/dev", "--remount-ro", "/",
-                "--chdir", workdir, "--clearenv", "--setenv", "HOME", HOME,
-                "--setenv", "USER", "student", "--setenv", "LOGNAME", "student",
-                "--setenv", "MPLCONFIGDIR", MATPLOTLIB_DIR,
-                # The grader's pid means nothing in the kernel's pid namespace, and without one
-                # ipykernel prints a Ctrl-C notice per kernel; 1 tells it not to watch its parent,
-                # which --die-with-parent does instead.
-                "--setenv", "JPY_PARENT_PID", "1"]
-    for name, value in sandbox_environment().items():
+                "--chdir", workdir, "--clearenv"]
+    for name, value in kernel_environment().items():
         sandbox += ["--setenv", name, value]
     prepare = _PREPARE + (_COPY_MATPLOTLIB_CACHE if fonts is not None else "")
     drop = []
@@ -365,9 +383,15 @@ def sandboxed_command(command: list[str], workdir: str, connection_file: str, me
                     "|| exit 1; ")
         drop = [_tool("setpriv"), f"--reuid={KERNEL_UID}", f"--regid={KERNEL_UID}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    if holder_ready_fd is not None:
+        # By path (a shell names no file descriptor above 9), before the user changes: the pipe is
+        # the grader's.
+        prepare += f"echo ready > /proc/self/fd/{holder_ready_fd} || exit 1; "
     prepare += 'exec "$@"'
     limits = [_tool("prlimit"), f"--data={data_bytes}", f"--cpu={cpu_seconds}", "--core=0",
               f"--nproc={processes}", "--"]
-    kernel = [arg.replace(connection_file, CONNECTION_FILE) for arg in command]
+    kernel = kernel_argv(command, connection_file)
+    if holder_ready_fd is not None:
+        kernel = [_tool("sleep"), "infinity"]
     enter = [] if memory_cgroup is None else ["/bin/sh", "-c", ENTER_CGROUP, memory_cgroup]
     return [*enter, *launcher, *sandbox, "/bin/sh", "-c", prepare, workdir, *drop, *limits, *kernel]
