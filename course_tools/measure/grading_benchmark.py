@@ -121,8 +121,8 @@ def grade_differences(reference: dict[str, dict], other: dict[str, dict]) -> lis
                   if reference.get(student) != other.get(student))
 
 
-PHASES = ("kernel start: sandbox, Python, ipykernel, the guard",
-          "the setup cell: importing torch and helpers",
+PHASES = ("kernel start: sandbox, fork from the template, the guard",
+          "the setup cell: imports the template did not do",
           "demonstration and solution cells",
           "test cells, judged in the grader's process",
           "nbgrader around them: copying, checking, gradebook, writing")
