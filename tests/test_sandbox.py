@@ -781,7 +781,9 @@ def test_the_exercises_references_are_not_in_the_sandbox(tmp_path):
 needs_template = pytest.mark.skipif(os.geteuid() != 0, reason="only a root grader uses the template")
 
 TEMPLATE_PROBE = """
-import ctypes, json, os, resource, socket, sys
+import ctypes, json, os, resource, socket, sys, warnings
+preloaded = "torch" in sys.modules
+import matplotlib.pyplot, torch._dynamo  # what the template imports, for the warning filters it adds
 status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines())
 libc = ctypes.CDLL(None, use_errno=True)
 MS_REMOUNT, MS_BIND = 32, 4096
@@ -796,7 +798,7 @@ try:
 except OSError as error:
     network = type(error).__name__
 print(json.dumps({
-    "preloaded": "torch" in sys.modules,
+    "preloaded": preloaded,
     "uid": os.getuid(),
     "capabilities": [status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")],
     "no new privileges": status["NoNewPrivs"].strip(),
@@ -806,6 +808,7 @@ print(json.dumps({
     "tmp": sorted(os.listdir("/tmp")), "folder": sorted(os.listdir(".")),
     "limits": [resource.getrlimit(getattr(resource, name))[0] for name in ("RLIMIT_CORE", "RLIMIT_NPROC")],
     "cwd": os.getcwd(), "environment": sorted(os.environ),
+    "warnings": sorted({str(f) for f in warnings.filters}),
 }))
 """
 
@@ -844,7 +847,7 @@ def test_a_kernel_forked_from_the_template_is_confined_as_one_started_afresh(ker
         assert probe["no new privileges"] == "1" and probe["limits"][0] == 0, probe
         assert (probe["remount"], probe["setuid"], probe["network"]) == ("refused", "refused",
                                                                         "ConnectionRefusedError"), probe
-    same = ("cwd", "environment", "folder", "tmp", "limits")
+    same = ("cwd", "environment", "folder", "tmp", "limits", "warnings")
     assert {key: forked[key] for key in same} == {key: afresh[key] for key in same}
 
 

@@ -30,6 +30,8 @@ NAMESPACES = (  # entered in this order: the user namespace first gives the righ
     ("net", 0x40000000), ("mnt", 0x00020000),
 )
 CLONE_NEWPID = 0x20000000
+# What the template sets up once and each kernel takes back (the warning filters before its own).
+FORK_STATE: dict = {}
 PRELOAD = ("torch", "torch._dynamo", "ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell",
            "matplotlib_inline.backend_inline", "matplotlib.pyplot")
 
@@ -114,6 +116,10 @@ def become_kernel(request: dict, handles: dict) -> None:
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     os.environ.clear()
     os.environ.update(request["environment"])
+    for name, value in FORK_STATE.get("set by imports", {}).items():
+        os.environ[name] = value
+        if value.startswith("/tmp/"):
+            os.makedirs(value, exist_ok=True)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     argv = request["argv"]
     if argv[1:3] != ["-m", "ipykernel_launcher"] or "ipykernel.kernelapp" not in sys.modules:
@@ -121,6 +127,9 @@ def become_kernel(request: dict, handles: dict) -> None:
         os.execvp(argv[0], argv)
     import importlib.util
     import random
+    import warnings
+
+    warnings.filters[:] = FORK_STATE.get("warning filters", warnings.filters)
 
     # Each kernel draws its own random numbers, as a kernel started afresh would.
     random.seed()
@@ -179,9 +188,21 @@ def spawn(request: dict) -> int:
 
 
 def serve(fonts: str | None) -> None:
+    import warnings
+
     private_tmp(fonts)
     os.chdir("/tmp")
+    before = dict(os.environ)
     failed = preload()
+    # What the imports set for themselves (torch._dynamo: its cache folder under /tmp), which each
+    # kernel gets too, as it would have from importing them.
+    FORK_STATE["set by imports"] = {name: value for name, value in os.environ.items()
+                                    if before.get(name) != value and name != "MPLBACKEND"}
+    # Python 3.12 warns at each fork of a process with threads (a BLAS pool started by an import);
+    # the kernel is forked from a single thread, and gets the usual warning filters back.
+    usual_filters = warnings.filters[:]
+    warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
+    FORK_STATE["warning filters"] = usual_filters
     # The keepers are reaped as they end; each keeper waits for its own kernel.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     replies = os.fdopen(os.dup(1), "w", buffering=1)
