@@ -12,13 +12,12 @@ from nbgrader.preprocessors import (
     GetGrades,
     IgnorePattern,
     LimitOutput,
-    OverwriteCells,
     OverwriteKernelspec,
     SaveAutoGrades,
 )
 
 from course_tools.grading.active_content import NeutraliseActiveContent
-from course_tools.grading.cell_order import RestoreCellOrder
+from course_tools.grading.cell_order import OverwriteCells, RestoreCellOrder
 from course_tools.grading.execute import GuardedExecute
 from course_tools.grading.feedback import (
     ConciseErrors,

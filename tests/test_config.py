@@ -10,6 +10,7 @@ from nbgrader.converters import Autograde, GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions, Execute, IgnorePattern, OverwriteCells
 
+from course_tools.grading import cell_order
 from course_tools.grading.active_content import NeutraliseActiveContent
 from course_tools.grading.execute import GuardedExecute
 from course_tools.grading.feedback import (
@@ -154,6 +155,8 @@ def test_autograde_keeps_nbgraders_steps_with_four_replaced_or_added():
     for name in names(default.sanitize_preprocessors):
         expected_sanitize += [name, "RestoreCellOrder"] if name == "OverwriteCells" else [name]
     assert names(configured.sanitize_preprocessors) == expected_sanitize
+    # The course's OverwriteCells: nbgrader's, giving a cell it brings back an id at once.
+    assert cell_order.OverwriteCells in configured.sanitize_preprocessors
 
 
 def test_guarded_execute_takes_the_course_execute_options():

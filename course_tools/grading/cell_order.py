@@ -6,6 +6,7 @@ from pathlib import Path
 
 import nbformat
 from nbformat.corpus.words import generate_corpus_id
+from nbgrader import preprocessors as nbgrader_preprocessors
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 
@@ -21,6 +22,24 @@ def release_notebook(config, resources):
     path = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / (
         info["notebook"] + ".ipynb")
     return nbformat.read(path, as_version=4) if path.exists() else None
+
+
+def give_cells_ids(nb) -> None:
+    """An id for each cell without one, which notebook format 4.5 requires (nbformat warns at every
+    later read and validation)."""
+    for cell in nb.cells:
+        if not cell.get("id"):
+            cell["id"] = generate_corpus_id()
+
+
+class OverwriteCells(nbgrader_preprocessors.OverwriteCells):
+    """nbgrader's OverwriteCells (same name, same options), except that a deleted cell it brings back
+    gets an id at once: nbconvert validates the notebook after each step, and would warn."""
+
+    def preprocess(self, nb, resources):
+        nb, resources = super().preprocess(nb, resources)
+        give_cells_ids(nb)
+        return nb, resources
 
 
 class RestoreCellOrder(NbGraderPreprocessor):
@@ -59,11 +78,7 @@ class RestoreCellOrder(NbGraderPreprocessor):
             self.log.warning("Restoring the release's cell order")
         blocks.sort(key=lambda block: rank[grade_id(block[0])])
         nb.cells = head + [cell for block in blocks for cell in block]
-        # OverwriteCells brings a deleted test cell back without an id, which notebook format 4.5
-        # requires (nbformat warns at every later read).
-        for cell in nb.cells:
-            if not cell.get("id"):
-                cell["id"] = generate_corpus_id()
+        give_cells_ids(nb)
         return nb, resources
 
     def _release_notebook(self, resources):
