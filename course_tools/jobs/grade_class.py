@@ -243,8 +243,11 @@ def _report(outcome: Outcome, bar) -> None:
 
 def grade_class(root: Path, assignments: dict[str, list[str] | None], workers: int = 2,
                 scheduler: str | None = None, db_url: str | None = None, force: bool = False,
-                cell_timeout: int | None = None, progress: bool | None = None) -> list[Outcome]:
-    """Grade the named students (None: every submission) of each assignment as one pool of tasks."""
+                cell_timeout: int | None = None, progress: bool | None = None,
+                first: frozenset[tuple[str, str]] = frozenset()) -> list[Outcome]:
+    """Grade the named students (None: every submission) of each assignment as one pool of tasks;
+    the (assignment, student) pairs in `first` start before the others (the slow ones: a pool
+    ends no sooner than its last task)."""
     from dask import config as dask_config
     from dask.distributed import as_completed
 
@@ -268,7 +271,8 @@ def grade_class(root: Path, assignments: dict[str, list[str] | None], workers: i
         client, cluster = _client(workers, scheduler)
         try:
             futures = {client.submit(grade_one, str(root), assignment, student, db_url, cell_timeout,
-                                     key=f"grade-{assignment}-{student}", pure=False): (assignment, student)
+                                     key=f"grade-{assignment}-{student}", pure=False,
+                                     priority=int((assignment, student) in first)): (assignment, student)
                        for assignment, student in tasks}
             bar = None
             if progress:

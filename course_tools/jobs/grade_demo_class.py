@@ -137,8 +137,11 @@ def grade_demo_classes(root: Path, assignments: list[str], workers: int,
     submissions = {assignment: write_submissions(root, assignment) for assignment in assignments}
     if not whole:
         submissions = {assignment: representative(subs) for assignment, subs in submissions.items()}
+    # Broken notebooks (endless loops, kernels that die) take the longest: they start first.
+    broken = frozenset((assignment, s.student) for assignment, subs in submissions.items()
+                       for s in subs if kind_of(s) == "broken")
     outcomes = grade_class(root, {a: [s.student for s in subs] for a, subs in submissions.items()},
-                           workers=workers, force=True, cell_timeout=DEMO_CELL_TIMEOUT_S)
+                           workers=workers, force=True, cell_timeout=DEMO_CELL_TIMEOUT_S, first=broken)
     failed = [o for o in outcomes if o.status != "graded"]
     if failed:
         raise RuntimeError("could not grade " + ", ".join(f"{o.assignment}/{o.student} ({o.message})"
