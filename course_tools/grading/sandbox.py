@@ -302,11 +302,18 @@ class SandboxedKernelManager(AsyncKernelManager):
         if not self.kernel_template or os.geteuid() != 0 or kernel_cmd[1:3] != ["-m", "ipykernel_launcher"]:
             return None
         python = kernel_python(kernel_cmd[0])
+        keep = (*python.prefixes, str(Path(python.executable).resolve().parent.parent),
+                *(place for places in python.packages.values() for place in places))
         try:
-            return kernel_template(python.executable, matplotlib_cache(kernel_cmd[0]), kernel_environment())
+            template = kernel_template(python.executable, matplotlib_cache(kernel_cmd[0]),
+                                       kernel_environment(), tuple(keep))
         except TemplateFailed as failure:
             _warn_once(self.log, f"{failure}; kernels start afresh in the sandbox")
             return None
+        if template.not_preloaded:
+            _warn_once(self.log, f"the kernel template of {python.executable} could not import "
+                                 f"{', '.join(template.not_preloaded)}: each kernel imports them itself")
+        return template
 
     def _fork_kernel(self, template: KernelTemplate, holder: int, ready_read: int, kernel_cmd: list[str],
                      workdir: str, cgroup_folder: str | None) -> int | None:

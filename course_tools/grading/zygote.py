@@ -37,14 +37,16 @@ class TemplateFailed(RuntimeError):
 class KernelTemplate:
     """One running template process and the pipe that asks it for kernels."""
 
-    def __init__(self, executable: str, fonts: str | None, environment: dict[str, str]):
+    def __init__(self, executable: str, fonts: str | None, environment: dict[str, str],
+                 keep: tuple[str, ...]):
         self._lock = threading.Lock()
         self._buffer = b""
         with tempfile.TemporaryDirectory(prefix="kernel-template-") as empty:
             # stderr is the grader's own, as a kernel's is: the template's and its kernels' messages
             # land in the grader's log.
-            self.process = subprocess.Popen([executable, "-c", PROGRAM.read_text(), fonts or ""], cwd=empty,
-                                            env=environment, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            command = [executable, "-c", PROGRAM.read_text(), fonts or "", json.dumps(keep)]
+            self.process = subprocess.Popen(command, cwd=empty, env=environment, stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE)
         ready = self._reply(START_SECONDS)
         if not ready.get("ready"):
             self.close()
@@ -98,17 +100,20 @@ _TEMPLATES: dict[tuple, KernelTemplate | TemplateFailed] = {}
 _TEMPLATES_LOCK = threading.Lock()
 
 
-def kernel_template(executable: str, fonts: str | None, environment: dict[str, str]) -> KernelTemplate:
+def kernel_template(executable: str, fonts: str | None, environment: dict[str, str],
+                    keep: tuple[str, ...] = ()) -> KernelTemplate:
     """This process's template for kernels of `executable`, started on first use (and again if it
-    ended); raises TemplateFailed, once and then on every call, where it cannot start."""
-    key = (executable, fonts, tuple(sorted(environment.items())))
+    ended); raises TemplateFailed, once and then on every call, where it cannot start. `keep`: the
+    folders of that Python's environment, which the template's own /tmp shows where they lie
+    under the host's."""
+    key = (executable, fonts, tuple(sorted(environment.items())), keep)
     with _TEMPLATES_LOCK:
         template = _TEMPLATES.get(key)
         if isinstance(template, TemplateFailed):
             raise template
         if template is None or not template.alive():
             try:
-                template = KernelTemplate(executable, fonts, environment)
+                template = KernelTemplate(executable, fonts, environment, keep)
             except (OSError, TemplateFailed) as error:
                 failure = TemplateFailed(f"the kernel template of {executable} did not start: {error}")
                 _TEMPLATES[key] = failure

@@ -42,17 +42,29 @@ def _check(result: int, what: str) -> None:
         raise OSError(number, f"{what}: {os.strerror(number)}")
 
 
-def private_tmp(fonts: str | None) -> None:
-    """A /tmp of this process's own, holding matplotlib's font list where a kernel has it: matplotlib
-    remembers its folders from the import on."""
+def private_tmp(fonts: str | None, keep: list[str]) -> None:
+    """A /tmp of this process's own, holding matplotlib's font list where a kernel has it (matplotlib
+    remembers its folders from the import on), and nothing it writes there reaches the host's. The
+    folders in `keep` that lie under the host's /tmp (a course cloned there, its environment) are
+    bound back at their paths."""
     lists = {}
     for name in os.listdir(fonts) if fonts else ():
         with open(os.path.join(fonts, name), "rb") as source:
             lists[name] = source.read()
-    ms_rec, ms_private = 0x4000, 0x40000
+    ms_bind, ms_rec, ms_private = 0x1000, 0x4000, 0x40000
     _check(LIBC.unshare(0x00020000), "unshare the mount namespace")
     _check(LIBC.mount(b"none", b"/", None, ms_rec | ms_private, None), "make the mounts private")
+    host_tmp = os.open("/tmp", os.O_PATH | os.O_DIRECTORY)
     _check(LIBC.mount(b"tmpfs", b"/tmp", b"tmpfs", 0, b"size=64m,mode=1777"), "mount a tmpfs on /tmp")
+    bound: list[str] = []
+    for path in sorted({os.path.normpath(p) for p in keep if p.startswith("/tmp/")}, key=len):
+        source = f"/proc/self/fd/{host_tmp}/{path[len('/tmp/'):]}"
+        if any(path.startswith(folder + "/") for folder in bound) or not os.path.isdir(source):
+            continue
+        os.makedirs(path, exist_ok=True)
+        _check(LIBC.mount(source.encode(), path.encode(), None, ms_bind | ms_rec, None), f"bind {path} back")
+        bound.append(path)
+    os.close(host_tmp)
     folder = os.environ.get("MPLCONFIGDIR")
     if folder:
         os.makedirs(folder, exist_ok=True)
@@ -187,10 +199,10 @@ def spawn(request: dict) -> int:
     return int(answer)
 
 
-def serve(fonts: str | None) -> None:
+def serve(fonts: str | None, keep: list[str]) -> None:
     import warnings
 
-    private_tmp(fonts)
+    private_tmp(fonts, keep)
     os.chdir("/tmp")
     before = dict(os.environ)
     failed = preload()
@@ -218,4 +230,4 @@ def serve(fonts: str | None) -> None:
 
 if __name__ == "__main__":
     del sys.path[0]  # the empty folder it runs in; the kernel puts its own working folder there
-    serve(sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] else None)
+    serve(sys.argv[1] or None, json.loads(sys.argv[2]))
