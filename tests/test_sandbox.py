@@ -860,3 +860,25 @@ def test_nothing_of_one_forked_kernel_reaches_the_next(kernels_from_the_template
     # its own sandbox's processes only (bubblewrap's, the holder, the kernel): not the first's sleep,
     # not the template's
     assert len(second["processes"]) == len(first["processes"]) <= 3, (first, second)
+
+
+@needs_sandbox
+@needs_template
+def test_a_template_that_cannot_start_a_kernel_gives_way_to_fresh_ones(tmp_path, monkeypatch, caplog):
+    """A kernel that cannot enter its sandbox (here: a memory cgroup that is not there) fails the
+    template for the rest of the run; that kernel and the next start afresh, and the log says so."""
+    from course_tools.grading.zygote import KernelTemplate
+
+    _, workdir = make_course(tmp_path)
+    environment, spawn = sandbox.kernel_environment, KernelTemplate.spawn
+    # A template of this test's own (its environment is part of its key), which it may break.
+    monkeypatch.setattr(sandbox, "kernel_environment", lambda: {**environment(), "COURSE_TEST": "own"})
+    monkeypatch.setattr(KernelTemplate, "spawn",
+                        lambda self, *args: spawn(self, *args[:-1], str(tmp_path / "gone" / "cgroup.procs")))
+    probe = {"preloaded": "import sys; print('torch' in sys.modules)"}
+    log = logging.getLogger("grader")
+    with caplog.at_level(logging.WARNING, logger="grader"):
+        first, second = (asyncio.run(_run_in_a_sandboxed_kernel(workdir, probe, log=log)) for _ in range(2))
+    assert first["preloaded"].strip() == second["preloaded"].strip() == "False"
+    said = [r.getMessage() for r in caplog.records if "could not start a kernel" in r.getMessage()]
+    assert len(said) == 1 and "could not enter its sandbox" in said[0], caplog.text

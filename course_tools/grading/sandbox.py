@@ -255,6 +255,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         return await super()._async_pre_start_kernel(**kw)
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        original_kw = dict(kw)
         status = sandbox_status()
         if status.bwrap is None:
             raise RuntimeError(status.message)
@@ -291,6 +292,10 @@ class SandboxedKernelManager(AsyncKernelManager):
         if pid is not None and template is not None:
             pid = await loop.run_in_executor(None, self._fork_kernel, template, pid, ready_read, kernel_cmd,
                                              workdir, cgroup_folder)
+            if pid is None and template.broken:
+                # This kernel, and the rest of the run's, start afresh in a sandbox of their own.
+                await self._remove_memory_cgroup()
+                return await self._async_launch_kernel(kernel_cmd, **original_kw)
         if pid is None:
             await self._remove_memory_cgroup()
             raise RuntimeError("the kernel's sandbox did not start (bubblewrap's message is in the grader's "
@@ -332,7 +337,9 @@ class SandboxedKernelManager(AsyncKernelManager):
                            environment, limits, KERNEL_UID, KERNEL_UID,
                            None if cgroup_folder is None else str(Path(cgroup_folder) / "cgroup.procs"))
         except TemplateFailed as failure:
-            self.log.warning("the kernel template could not start this kernel: %s", failure)
+            self.log.warning("the kernel template could not start a kernel (%s): this one and the rest of "
+                             "this run's start afresh in the sandbox", failure)
+            template.give_up(str(failure))
             try:
                 os.kill(holder, signal.SIGKILL)
             except ProcessLookupError:

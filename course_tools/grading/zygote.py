@@ -39,6 +39,9 @@ class KernelTemplate:
 
     def __init__(self, executable: str, fonts: str | None, environment: dict[str, str],
                  keep: tuple[str, ...]):
+        # Why this template may no longer be used, once a kernel of it failed: the rest of the run
+        # starts kernels afresh rather than risk every submission on it.
+        self.broken = ""
         self._lock = threading.Lock()
         self._buffer = b""
         with tempfile.TemporaryDirectory(prefix="kernel-template-") as empty:
@@ -90,6 +93,11 @@ class KernelTemplate:
         except ValueError:
             return {"error": f"an unreadable answer: {line[:200]!r}"}
 
+    def give_up(self, reason: str) -> None:
+        """Use this template no more (see `broken`)."""
+        self.broken = reason
+        self.close()
+
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
@@ -111,6 +119,8 @@ def kernel_template(executable: str, fonts: str | None, environment: dict[str, s
         template = _TEMPLATES.get(key)
         if isinstance(template, TemplateFailed):
             raise template
+        if template is not None and template.broken:
+            raise TemplateFailed(template.broken)
         if template is None or not template.alive():
             try:
                 template = KernelTemplate(executable, fonts, environment, keep)

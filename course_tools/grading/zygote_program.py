@@ -110,8 +110,9 @@ def set_limits(limits: dict) -> None:
         resource.setrlimit(getattr(resource, name), (value, value))
 
 
-def become_kernel(request: dict, handles: dict) -> None:
-    """In the forked kernel: enter the sandbox, drop to the kernel's user, start ipykernel."""
+def become_kernel(request: dict, handles: dict, joined: int) -> None:
+    """In the forked kernel: enter the sandbox, drop to the kernel's user, say so on `joined`, start
+    ipykernel."""
     if request.get("cgroup_procs"):
         with open(request["cgroup_procs"], "w") as procs:
             procs.write(str(os.getpid()))
@@ -122,6 +123,7 @@ def become_kernel(request: dict, handles: dict) -> None:
     os.chdir(request["cwd"])
     drop_privileges(request["uid"], request["gid"])
     set_limits(request["limits"])
+    os.write(joined, b"ok")
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(2, 1)
@@ -157,7 +159,8 @@ def become_kernel(request: dict, handles: dict) -> None:
 
 def spawn(request: dict) -> int:
     """Fork the kernel's keeper, which forks the kernel into the sandbox's pid namespace and, once it
-    ends, ends the sandbox (`holder` is its first process). Returns the kernel's pid."""
+    ends, ends the sandbox (`holder` is its first process). Returns the kernel's pid once it has
+    entered the sandbox and dropped its rights; raises where it could not."""
     holder = int(request["holder"])
     handles = {name: os.open(f"/proc/{holder}/ns/{name}", os.O_RDONLY) for name, _ in NAMESPACES}
     handles["pid"] = os.open(f"/proc/{holder}/ns/pid", os.O_RDONLY)
@@ -169,19 +172,25 @@ def spawn(request: dict) -> int:
             os.close(report_read)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             _check(LIBC.setns(handles["pid"], CLONE_NEWPID), "enter the sandbox's pid namespace")
+            joined_read, joined_write = os.pipe()
             kernel = os.fork()
             if kernel == 0:
                 try:
-                    become_kernel(request, handles)
+                    os.close(report_write)
+                    os.close(joined_read)
+                    become_kernel(request, handles, joined_write)
                 except BaseException as error:  # noqa: BLE001 - said to the grader's log, then gone
                     print(f"sandbox: the kernel template could not start the kernel: {error}",
                           file=sys.stderr)
                 finally:
                     os._exit(1)
-            os.write(report_write, str(kernel).encode())
-            os.close(report_write)
+            os.close(joined_write)
             for handle in handles.values():
                 os.close(handle)
+            joined = os.read(joined_read, 2) == b"ok"
+            os.close(joined_read)
+            os.write(report_write, str(kernel if joined else "failed").encode())
+            os.close(report_write)
             os.waitpid(kernel, 0)
             try:
                 os.kill(holder, signal.SIGKILL)
@@ -196,6 +205,8 @@ def spawn(request: dict) -> int:
         answer = report.read()
     if not answer:
         raise RuntimeError("the kernel's keeper ended before it forked the kernel")
+    if answer == b"failed":
+        raise RuntimeError("the kernel could not enter its sandbox (the grader's log says why)")
     return int(answer)
 
 
