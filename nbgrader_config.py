@@ -26,9 +26,15 @@ from course_tools.grading.feedback import (
     keep_only_feedback_pages,
 )
 from course_tools.grading.intake import IntakeNotes, SubmissionIntake
+from course_tools.grading.nbgrader_setenv import mend_nbgrader_setenv
 from course_tools.lessons import CELL_TIMEOUT_S, COURSE_ID
 
 c = get_config()  # noqa: F821 - provided by traitlets when it executes this file
+
+# A Validate whose kernel died left NBGRADER_EXECUTION=validate in the student's JupyterLab server,
+# and so in every kernel it started afterwards: nbgrader's switch now puts the environment back
+# (course_tools/grading/nbgrader_setenv.py).
+mend_nbgrader_setenv()
 
 c.CourseDirectory.course_id = COURSE_ID
 c.CourseDirectory.root = str(Path(__file__).resolve().parent)

@@ -1,6 +1,7 @@
 """nbgrader_config.py: every option is spelt right and really takes effect."""
 
 import os
+import shutil
 from html.parser import HTMLParser
 
 import nbformat
@@ -222,3 +223,59 @@ def test_the_formgrader_makes_a_notebook_graded_before_inert_as_it_renders_it():
     notebook = nbformat.v4.new_notebook(cells=[markdown, cell])
     page, _ = HTMLExporter(config=load_config(), template_name="classic").from_notebook_node(notebook)
     assert "alert(" not in page and "onerror" not in page
+
+
+def test_nbgraders_environment_switch_is_put_back_however_a_run_ends(monkeypatch):
+    """nbgrader 0.9's own switch leaves NBGRADER_EXECUTION set when the run raises and deletes a
+    variable that was set before; the course's puts each back as it was."""
+    from course_tools.grading.nbgrader_setenv import setenv
+
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.setenv("NBGRADER_VALIDATING", "earlier")
+    try:
+        with setenv(NBGRADER_EXECUTION="validate", NBGRADER_VALIDATING="1"):
+            assert os.environ["NBGRADER_EXECUTION"] == "validate"
+            raise RuntimeError("Kernel died")
+    except RuntimeError:
+        pass
+    assert "NBGRADER_EXECUTION" not in os.environ
+    assert os.environ["NBGRADER_VALIDATING"] == "earlier"
+
+
+def test_every_nbgrader_config_mends_the_switch(tmp_path, monkeypatch):
+    """The course's configuration and the hub's teacher and student ones (whose servers run Validate
+    and the formgrader's autograde in process) each put the course's switch in nbgrader's place."""
+    from nbgrader import utils
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from course_tools.grading.nbgrader_setenv import setenv
+
+    hub_etc = tmp_path / "etc"
+    shutil.copytree(REPO_ROOT / "deploy" / "hub" / "etc", hub_etc)
+    (hub_etc / "course.json").write_text(
+        '{"course_id": "c", "course_folder": "course", "exchange": "/srv/exchange"}')
+    for folder in (REPO_ROOT, hub_etc / "teacher", hub_etc / "student"):
+        monkeypatch.setattr(utils, "setenv", None)
+        PyFileConfigLoader("nbgrader_config.py", path=str(folder)).load_config()
+        assert utils.setenv is setenv, f"{folder}/nbgrader_config.py leaves nbgrader's own switch in place"
+
+
+def test_a_validate_whose_kernel_dies_leaves_the_environment_as_it_was(tmp_path, monkeypatch):
+    """The Validate button runs nbgrader's Validator inside the student's JupyterLab server. A kernel
+    that dies there must not leave NBGRADER_EXECUTION behind: every kernel that server started
+    afterwards would run the student's notebook as if it were being graded."""
+    from nbgrader.validator import Validator
+
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.delenv("NBGRADER_VALIDATING", raising=False)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os\nos._exit(1)")])
+    notebook.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "dies.ipynb"
+    nbformat.write(notebook, path)
+    try:
+        Validator(config=load_config()).validate(str(path))
+    except Exception:  # noqa: BLE001 - nbgrader raises DeadKernelError; what matters is what it leaves
+        pass
+    left = {name: os.environ[name] for name in ("NBGRADER_EXECUTION", "NBGRADER_VALIDATING")
+            if name in os.environ}
+    assert not left, f"Validate left {left} in the server's environment"

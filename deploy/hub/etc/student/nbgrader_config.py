@@ -3,8 +3,14 @@
 import json
 from pathlib import Path
 
+from course_tools.grading.nbgrader_setenv import mend_nbgrader_setenv
+
 c = get_config()  # noqa: F821 - provided by traitlets when it executes this file
 
 course = json.loads((Path(__file__).resolve().parent.parent / "course.json").read_text())
 c.CourseDirectory.course_id = course["course_id"]
 c.Exchange.root = course["exchange"]
+
+# A Validate whose kernel died would leave NBGRADER_EXECUTION in this server for every later kernel
+# (course_tools/grading/nbgrader_setenv.py).
+mend_nbgrader_setenv()
