@@ -40,9 +40,11 @@ views: setup
 	$(BIN)/python -m course_tools.jobs.build_views
 
 # Lint, unit tests, pipeline, grading of the demo class and nbval over notebooks/, $(JOBS) workers.
+# Whole scopes go to the workers in the order tests/conftest.py sorts them, the longest first:
+# pytest-xdist would otherwise reorder them by their number of tests and start the longest last.
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadscope
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder
 
 # The fast tier, for a change to one helper or tool: lint and every test not marked slow or browser
 # (no demo-class grading, no nbval, no Chromium).
