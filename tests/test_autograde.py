@@ -208,7 +208,7 @@ def test_a_postgres_gradebook_survives_an_interrupted_coordinator(tmp_path, post
     while time.monotonic() < deadline and not any(markers.glob("*.json")):
         time.sleep(0.2)
     os.killpg(first.pid, signal.SIGINT)
-    output, _ = first.communicate(timeout=120)
+    output, _ = first.communicate(timeout=300)  # a guard against a hang, not a measure of speed
     graded_first = {path.stem for path in markers.glob("*.json")}
     assert graded_first and len(graded_first) < len(STUDENTS) + 1, f"interrupt it in its middle:\n{output}"
 

@@ -46,10 +46,12 @@ class KernelTemplate:
         self._buffer = b""
         with tempfile.TemporaryDirectory(prefix="kernel-template-") as empty:
             # stderr is the grader's own, as a kernel's is: the template's and its kernels' messages
-            # land in the grader's log.
+            # land in the grader's log. A session of its own: a Ctrl-C meant for the grader (sent to
+            # its process group) must not kill the template in the middle of starting a kernel; the
+            # template ends when the grader closes its input, however the grader ends.
             command = [executable, "-c", PROGRAM.read_text(), fonts or "", json.dumps(keep)]
             self.process = subprocess.Popen(command, cwd=empty, env=environment, stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE)
+                                            stdout=subprocess.PIPE, start_new_session=True)
         ready = self._reply(START_SECONDS)
         if not ready.get("ready"):
             self.close()
