@@ -25,6 +25,7 @@ from course_tools.grading.feedback import (
     clean_graded_folder,
     keep_only_feedback_pages,
 )
+from course_tools.grading.feedback_page import FeedbackPageExporter
 from course_tools.grading.intake import IntakeNotes, SubmissionIntake
 from course_tools.grading.nbgrader_setenv import mend_nbgrader_setenv
 from course_tools.lessons import CELL_TIMEOUT_S, COURSE_ID
@@ -67,6 +68,9 @@ c.ClearSolutions.code_stub = {
 c.Execute.timeout = CELL_TIMEOUT_S
 # Students' kernelspecs differ ("Python 3 (ipykernel)", conda envs); grade with the course's own.
 c.Execute.kernel_name = "python3"
+# Validate throws its kernel away when the notebook has run: killing it at once spares the student
+# a second while Python and torch tear themselves down (grading does the same, GuardedExecute).
+c.Execute.shutdown_kernel = "immediate"
 
 # nbgrader gives a test cell zero points when it writes anything to stderr, so a harmless
 # UserWarning from the student's code, or a progress bar, would cost the exercise. A test fails
@@ -92,6 +96,9 @@ c.GenerateFeedback.preprocessors = [
     NeutraliseActiveContent,
 ]
 c.GenerateFeedback.pre_convert_hook = clean_graded_folder
+# The same pages as nbconvert's HTMLExporter writes, in half the time: without its second parse of
+# each whole page (course_tools/grading/feedback_page.py).
+c.GenerateFeedback.exporter_class = FeedbackPageExporter
 c.GenerateFeedback.post_convert_hook = keep_only_feedback_pages
 
 # Before nbgrader copies or reads a submission: links and special files removed, extra files

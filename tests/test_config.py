@@ -58,6 +58,21 @@ def test_execution_timeout_and_kernel():
     assert execute.timeout >= 120, "training cells need more than nbgrader's default of 30 s"
     assert execute.kernel_name == "python3"
     assert GuardedExecute(config=load_config()).shutdown_kernel == "immediate"
+    assert execute.shutdown_kernel == "immediate", "Validate waits for its kernel to tear torch down"
+
+
+def test_validate_on_the_hub_runs_as_the_course_configures(tmp_path):
+    """A student's server on the hub reads deploy/hub/etc/student/, not the course's configuration:
+    its Validate still gets the course's cell timeout and kills its kernel when done."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    (tmp_path / "student").mkdir()
+    shutil.copy(REPO_ROOT / "deploy" / "hub" / "etc" / "student" / "nbgrader_config.py", tmp_path / "student")
+    (tmp_path / "course.json").write_text('{"course_id": "c", "exchange": "/srv/exchange"}')
+    loader = PyFileConfigLoader("nbgrader_config.py", path=str(tmp_path / "student"))
+    student = Execute(config=loader.load_config())
+    course = Execute(config=load_config())
+    assert (student.timeout, student.shutdown_kernel) == (course.timeout, course.shutdown_kernel)
 
 
 def test_deleted_test_cells_come_back():

@@ -1,0 +1,61 @@
+"""The course's feedback pages are the pages nbconvert's HTMLExporter writes, rendered once."""
+
+import nbformat
+import pytest
+from bs4 import BeautifulSoup
+from nbconvert.exporters import HTMLExporter
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
+from nbgrader.converters import GenerateFeedback
+
+from course_tools.grading.feedback_page import MISSING_ALT, FeedbackPageExporter, with_alt_text
+from course_tools.jobs.nbgrader_course import load_config
+from course_tools.lessons import REPO_ROOT
+
+ALT = f'alt="{MISSING_ALT}"'
+
+
+@pytest.mark.parametrize(("tag", "expected"), [
+    ('<img src="a.png">', f'<img src="a.png" {ALT}>'),
+    ('<img src="a.png"/>', f'<img src="a.png" {ALT}/>'),
+    ('<IMG SRC="a.png" />', f'<IMG SRC="a.png" {ALT} />'),
+    ('<img>', f'<img {ALT}>'),
+    ('<img src="a.png" alt="a plot">', '<img src="a.png" alt="a plot">'),
+    ('<img alt src="a.png">', '<img alt src="a.png">'),
+    ("<img src='x' ALT = 'y'>", "<img src='x' ALT = 'y'>"),
+    # Neither another attribute's name nor a quoted value is an alt attribute; ">" may be quoted.
+    ('<img data-alt="x" src="a.png">', f'<img data-alt="x" src="a.png" {ALT}>'),
+    ('<img title="alt=x > y" src="a.png">', f'<img title="alt=x > y" src="a.png" {ALT}>'),
+    ('<p>&lt;img src="a.png"&gt; and <imgs></p>', '<p>&lt;img src="a.png"&gt; and <imgs></p>'),
+])
+def test_each_image_without_alt_text_gets_nbconverts(tag, expected):
+    assert with_alt_text(tag) == expected
+
+
+def notebook_with_every_kind_of_image():
+    """The worked solution of lesson 04 (its plots, highlighted code, tables) and the images a
+    student's outputs can hold."""
+    notebook = nbformat.read(REPO_ROOT / "notebooks" / "04_memory" / "memory.ipynb", as_version=4)
+    for cell in notebook.cells:  # as nbgrader's GetGrades leaves them for the feedback template
+        if cell.metadata.get("nbgrader", {}).get("grade"):
+            cell.metadata.nbgrader.update(score=cell.metadata.nbgrader.points, comment=None)
+    html = ('<p>a student\'s image: <img src="data:image/png;base64,iVBORw0KGgo="> and one with text '
+            '<img title="alt=no, > is quoted" src="x.png"> <img src="y.png" alt="described"></p>')
+    notebook.cells += [
+        new_markdown_cell("![a described plot](data:image/png;base64,iVBORw0KGgo=)"),
+        new_code_cell("show()", outputs=[
+            new_output("display_data", data={"text/html": html, "text/plain": "an image"})]),
+    ]
+    return notebook
+
+
+def test_a_page_is_nbconverts_page(tmp_path):
+    config = GenerateFeedback(config=load_config()).config
+    assert config.GenerateFeedback.exporter_class is FeedbackPageExporter
+    notebook = notebook_with_every_kind_of_image()
+    resources = {"metadata": {"name": "memory", "path": str(tmp_path)},
+                 "nbgrader": {"notebook": "memory", "score": 9.0, "max_score": 10.0, "late_penalty": 0.0}}
+    expected, _ = HTMLExporter(config=config).from_notebook_node(notebook, dict(resources))
+    page, _ = FeedbackPageExporter(config=config).from_notebook_node(notebook, dict(resources))
+    assert 'class="output_subarea' in page and "<style" in page, "not nbgrader's feedback template"
+    assert page.count(ALT) >= 3, "the plots and the student's image without text need their alt text"
+    assert str(BeautifulSoup(page, features="html.parser")) == expected
