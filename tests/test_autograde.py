@@ -200,6 +200,16 @@ def postgres():
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def signal_masks(pid: int) -> str:
+    """The blocked, ignored and caught signals of a process (its /proc status lines), or why not."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError as error:
+        return str(error)
+    masks = [line.replace("\t", "") for line in lines if line.startswith(("SigBlk", "SigIgn", "SigCgt"))]
+    return " ".join(masks)
+
+
 def test_a_postgres_gradebook_survives_an_interrupted_coordinator(tmp_path, postgres):
     url, port, socket_path = postgres
     caller = CALLS_THE_GRADEBOOK.format(port=port, socket_path=socket_path)
@@ -213,11 +223,13 @@ def test_a_postgres_gradebook_survives_an_interrupted_coordinator(tmp_path, post
     while time.monotonic() < deadline and not any(markers.glob("*.json")):
         time.sleep(0.2)
     graded_at_interrupt = sorted(path.stem for path in markers.glob("*.json"))
+    signals = signal_masks(first.pid)
     os.killpg(first.pid, signal.SIGINT)
     output, _ = first.communicate(timeout=300)  # a guard against a hang, not a measure of speed
     graded_first = {path.stem for path in markers.glob("*.json")}
     assert graded_first and "calls_the_gradebook" not in graded_first, (
-        f"interrupt it in its middle (graded when interrupted: {graded_at_interrupt}):\n{output}")
+        f"interrupt it in its middle (graded when interrupted: {graded_at_interrupt}; the coordinator's "
+        f"signal masks then: {signals}):\n{output}")
 
     second = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stdout + second.stderr
@@ -269,3 +281,21 @@ def test_the_cause_is_the_first_exception_in_the_captured_log():
     assert failure_cause(result) == ("RuntimeError: the grading guard failed to start "
                                      "(caused by ModuleNotFoundError: No module named 'helpers')")
     assert failure_cause({"success": False, "error": "boom"}) == "boom"
+
+
+def test_ctrl_c_stops_the_coordinator_however_it_was_started():
+    """A process inherits ignored and blocked signals, and Python then never raises KeyboardInterrupt;
+    the coordinator takes Ctrl-C back before it grades anything."""
+    program = ("from course_tools.jobs.grade_class import stop_on_interrupt; stop_on_interrupt(); "
+               "import time; print('ready', flush=True); time.sleep(120)")
+
+    def deaf_to_ctrl_c():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+    process = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, preexec_fn=deaf_to_ctrl_c)
+    assert process.stdout.readline() == "ready\n"
+    process.send_signal(signal.SIGINT)
+    _, errors = process.communicate(timeout=60)
+    assert process.returncode != 0 and "KeyboardInterrupt" in errors, errors
