@@ -167,7 +167,10 @@ PLAN = {"load": cp.Phase((0.004,)), "cold": cp.Phase((0.08, 0.0)), "forward": cp
 def test_find_bottleneck_correct_passes(capsys):
     name, shares = cp.check_find_bottleneck(lambda p, steps: find_bottleneck(p, steps, noisy=True), PLAN,
                                             steps=3)
-    assert name == "forward" and shares["forward"] > 0.6
+    # Shares are fractions of the measured time: how large forward's is depends on how busy the
+    # machine is (0.59 in one CI run), so only the ranking is asserted, never a timing.
+    assert name == "forward" == max(shares, key=shares.get)
+    assert sum(shares.values()) == pytest.approx(1.0)
     assert capsys.readouterr().err == ""
 
 
@@ -181,7 +184,7 @@ def test_find_bottleneck_right_answer_survives_a_busy_machine():
         delayed[first] = lambda: (time.sleep(0.03), phases[first]())
         return find_bottleneck(delayed, steps)
     name, shares = cp.check_find_bottleneck(preempted_step, PLAN, steps=3)
-    assert name == "load" and shares["load"] > 0.5
+    assert name == "load" == max(shares, key=shares.get)
 
 
 @pytest.mark.parametrize(("mistake", "phrase"), [
