@@ -48,6 +48,8 @@ DOMAIN = "hub.localhost"
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 # The first start imports JupyterLab, nbgrader and torch from a cold disk on a busy machine.
 START_TIMEOUT_S = 180
+# How long the hub may take to shut down (it stops the formgrader service first) before it is killed.
+STOP_TIMEOUT_S = 60
 GRADE_TIMEOUT_MS = 300_000
 # Clicks on the Nbgrader menu's title before giving up, and how long each waits for the menu.
 MENU_ATTEMPTS, MENU_WAIT_MS = 5, 15_000
@@ -205,11 +207,26 @@ class Hub:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
-                self.process.wait(timeout=30)
+                self.process.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
+            self._end_the_old_service()
         self.process = None
+
+    def _end_the_old_service(self) -> None:
+        """The formgrader service runs in a session of its own; the hub stops it as it shuts down.
+        In one run the hub was still stopping it when it was killed, and the old service kept the
+        port: the restarted hub's service could not bind it, and the old one, holding the old OAuth
+        secret, answered the teacher with HTTP 500. A real hub's service manager (systemd) ends
+        the whole unit; here the service's processes are ended before the hub starts again."""
+        marker = f"JUPYTERHUB_SERVICE_NAME={COURSE_ID}".encode()
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and marker in (entry / "environ").read_bytes().split(b"\0"):
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 @pytest.fixture(scope="module")
