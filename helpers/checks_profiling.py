@@ -36,8 +36,8 @@ from helpers.collect_profiling import (
     collect_compare_speed,
     collect_fast_epoch,
     collect_find_bottleneck,
+    collect_phase_shares_of_a_profiled_loop,
     collect_phase_shares_of_events,
-    collect_phase_shares_of_file,
     phase_spec,
 )
 from helpers.fakes import FakeMachine
@@ -45,7 +45,8 @@ from helpers.fakes import FakeMachine
 GRADER_ONLY = True
 
 __all__ = ["Phase", "STEP", "check_compare_speed", "check_fast_epoch", "check_find_bottleneck",
-           "check_phase_shares", "check_shares_sum", "reference_epoch", "trace_event"]
+           "check_phase_shares", "check_profiled_trace_shares", "labelled_shares", "reference_epoch",
+           "trace_event"]
 
 # Exercise 1's numbers are exact on the fake clock; an honest float32 computation (a median taken
 # with torch) is within a few 1e-8 of them, a wrong one off by far more than this.
@@ -381,15 +382,42 @@ def _check_none_raises(phase_shares: Callable, trace_path, events: list[dict]) -
     raise AssertionError("phase_shares should raise ValueError when none of the phases occurs in the trace")
 
 
-def check_shares_sum(phase_shares: Callable, trace_path, phases: Sequence[str]) -> dict:
-    """Run phase_shares on a real profiler trace, a file where the student's function runs (at
-    grading, the kernel's), passed as a str; assert one share per phase, summing to 1."""
-    outcome = remote.run_student(phase_shares, collect_phase_shares_of_file, str(trace_path), list(phases))
-    got = _shares_of(outcome, as_str=True)
-    if (not isinstance(got, Mapping) or set(got) != set(phases)
-            or abs(sum(map(float, got.values())) - 1) > 1e-6):
-        raise AssertionError(f"on the profiler's trace of the small model the shares should cover "
-                             f"{list(phases)} and sum to 1: {got!r}")
+def labelled_shares(events, phases: Sequence[str]) -> dict[str, float]:
+    """Exercise 3's answer, worked out by the check: each phase's share of the summed durations of
+    the complete ("ph": "X") user_annotation events named after the phases."""
+    totals = dict.fromkeys(phases, 0.0)
+    for event in events if isinstance(events, list) else []:
+        if (isinstance(event, dict) and event.get("ph") == "X" and event.get("cat") == "user_annotation"
+                and event.get("name") in totals and isinstance(event.get("dur"), int | float)):
+            totals[event["name"]] += float(event["dur"])
+    whole = sum(totals.values())
+    if not whole > 0:
+        raise AssertionError(f"the profiler's trace held no labelled time for {list(phases)}: run the test "
+                             "again")
+    return {phase: total / whole for phase, total in totals.items()}
+
+
+def check_profiled_trace_shares(phase_shares: Callable, phases: Sequence[str]) -> dict:
+    """Run phase_shares on a real trace, passed as a str: a small training loop profiled where the
+    student's function runs, each phase labelled (helpers.collect_profiling.profiled_loop_events).
+    Assert the shares this check works out from that trace's events."""
+    outcome = remote.run_student(phase_shares, collect_phase_shares_of_a_profiled_loop, list(phases))
+    try:
+        got = _shares_of(outcome, as_str=True)
+    except ValueError as error:
+        raise AssertionError(f"phase_shares raised ValueError ({error}) on the profiler's trace of a small "
+                             f"training loop, which holds the phases {list(phases)}") from None
+    want = labelled_shares(outcome.get("events"), phases)
+    if not isinstance(got, Mapping) or set(got) != set(phases):
+        raise AssertionError(f"on the profiler's trace of a small training loop, return one share per phase "
+                             f"asked for {list(phases)}, got {got!r}")
+    for phase, share in want.items():
+        if not abs(float(got[phase]) - share) <= TRACE_SHARE_ATOL:
+            raise AssertionError(
+                f"on the profiler's trace of a small training loop, {phase}'s share should be {share:.8f}, "
+                f"got {float(got[phase]):.8f}: add the durations (microseconds, with fractions) of the "
+                "complete user_annotation events named after the phases and divide by their sum; a real "
+                "trace also holds operators (cat cpu_op) and step labels (ProfilerStep#...)")
     return {phase: float(share) for phase, share in got.items()}
 
 
@@ -434,14 +462,15 @@ def _parameters_of(outcome: Mapping, like: Mapping[str, torch.Tensor]) -> dict |
     return sent
 
 
-def check_fast_epoch(fast_epoch: Callable, slow_epoch: Callable, dataset, model: torch.nn.Module, *,
+def check_fast_epoch(fast_epoch: Callable, dataset, model: torch.nn.Module, *,
                      batch_size: int, num_workers: int, log_every: int, lr: float = 0.05) -> str:
     """Run fast_epoch on a copy of `model` (SGD, lr) and assert Exercise 4: first the outcome,
     slow_epoch's final parameters and mean loss (a float; a wrong outcome is explained by the
     DataLoader's batch_size and batches), then what only counting shows: a DataLoader with the
     given num_workers (pin_memory on CUDA), host syncs only every log_every steps and at the end,
-    no graph in what is read. slow_epoch names what fast_epoch is compared with; its
-    outcome comes from reference_epoch, run here on another copy. Returns a one-line summary."""
+    no graph in what is read. slow_epoch's outcome comes from reference_epoch, the lesson's
+    slow_epoch as published, run here on another copy: never the notebook's, which sits in a cell
+    the student can edit. Returns a one-line summary."""
     twin = grads.clone_model(model)
     reference_loss = reference_epoch(twin, dataset, batch_size, lr)
     steps = -(-len(dataset) // batch_size)

@@ -6,8 +6,8 @@ the lesson's tools observed while it ran: the fake machine's event log, the phas
 calls in order and the student's profiler's own table, the DataLoaders and host syncs of an epoch.
 It judges nothing: helpers.checks_profiling does, in the grader's process at grading (see
 helpers.remote). What cannot travel is built here from plain specs: the phases of Exercise 2, the
-trace file of Exercise 3 (written in this process's own temporary folder, which the grader's
-cannot see), the optimizer of Exercise 4.
+trace files of Exercise 3 (written in this process's own temporary folder, which the grader's
+cannot see, one of them a real trace profiled here), the optimizer of Exercise 4.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from torch.profiler import record_function
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from helpers import remote, spies, wire
 from helpers.capture import stderr_on_stdout
@@ -206,10 +206,56 @@ def collect_phase_shares_of_events(phase_shares: Callable, events: list[dict], f
         return _call_shares(phase_shares, str(path) if as_str else path, phases)
 
 
+# The fields of a trace event the check reads; the rest (args, ids) stays here.
+TRACE_FIELDS = ("name", "cat", "ph", "ts", "dur")
+
+
+def profiled_loop_events(phases: list[str], steps: int = 3) -> list[dict]:
+    """A real trace: `steps` training steps of a small model under torch.profiler (CPU), after one
+    warm-up step, each phase of `phases` labelled with record_function, exported as a Chrome trace
+    and read back: the profiler's own events (its operators and step labels among them)."""
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    inputs, targets = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    step: dict = {}
+
+    def run(phase: str) -> None:
+        if phase == "data":
+            step["batch"] = inputs.clone(), targets.clone()
+        elif phase == "forward":
+            x, y = step.get("batch", (inputs, targets))
+            step["loss"] = torch.nn.functional.cross_entropy(model(x), y)
+        elif phase == "backward" and "loss" in step:
+            step.pop("loss").backward()
+        elif phase == "optimizer":
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    plan = schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with profile(activities=[ProfilerActivity.CPU], schedule=plan) as prof:
+        for _ in range(steps + 1):
+            for phase in phases:
+                with record_function(phase):
+                    run(phase)
+            prof.step()
+    with tempfile.TemporaryDirectory(prefix="profiling-check-") as folder:
+        path = Path(folder) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        events = json.loads(path.read_text())["traceEvents"]
+    return [{key: event[key] for key in TRACE_FIELDS if key in event} for event in events]
+
+
 @remote.collector
-def collect_phase_shares_of_file(phase_shares: Callable, trace_path: str, phases: list[str]) -> dict:
-    """phase_shares(trace_path, phases) on a trace the notebook wrote in this process."""
-    return _call_shares(phase_shares, trace_path, phases)
+def collect_phase_shares_of_a_profiled_loop(phase_shares: Callable, phases: list[str]) -> dict:
+    """Profile a small training loop here (profiled_loop_events), write its trace in a temporary
+    folder of this process and run phase_shares(its path as a str, phases); the outcome carries the
+    trace's events ("events"), from which the check works out the shares it expects."""
+    events = profiled_loop_events(phases)
+    with tempfile.TemporaryDirectory(prefix="profiling-check-") as folder:
+        path = Path(folder) / "profiled_loop.json"
+        path.write_text(json.dumps({"traceEvents": events}))
+        outcome = _call_shares(phase_shares, str(path), phases)
+    return {**outcome, "events": events}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -123,3 +123,20 @@ def test_builtins_are_not_a_dependency_but_rebinding_one_is():
     assert skipped_sources(notebook(demo), notebook(demo, solution=student)) == [demo]
     rebinds = "len = lambda value: 0"
     assert skipped_sources(notebook(rebinds), notebook(rebinds, solution=student)) == []
+
+
+def test_every_tagged_demonstration_of_every_lesson_is_skipped_for_the_worked_solution():
+    """A tag the grader cannot honour costs every submission the demonstration's time. It happens
+    when a test reads a name a demonstration binds (a test's inputs are then the demonstration's):
+    lesson 03's tests once read its trace and slow_epoch, and all sixteen of its demonstrations ran
+    for every student."""
+    from course_tools.lessons import REPO_ROOT, assignment_ids
+
+    for lesson in assignment_ids(REPO_ROOT):
+        [release_path] = (REPO_ROOT / "release" / lesson).glob("*.ipynb")
+        release = nbformat.read(release_path, as_version=4).cells
+        solution = nbformat.read(REPO_ROOT / "notebooks" / lesson / release_path.name, as_version=4).cells
+        tagged = {i for i, cell in enumerate(solution) if SKIP_TAG in cell.metadata.get("tags", [])}
+        kept = tagged - skipped_at_grading(solution, release)
+        assert not kept, (f"{lesson}: tagged demonstrations {sorted(kept)} would run while grading; a test "
+                          "or an exercise reads a name they bind (course_tools/grading/demonstrations.py)")
