@@ -59,3 +59,20 @@ def test_a_page_is_nbconverts_page(tmp_path):
     assert 'class="output_subarea' in page and "<style" in page, "not nbgrader's feedback template"
     assert page.count(ALT) >= 3, "the plots and the student's image without text need their alt text"
     assert str(BeautifulSoup(page, features="html.parser")) == expected
+
+
+def test_cells_rendered_for_an_earlier_page_render_the_same_on_the_next(tmp_path):
+    """The second student's page reuses the first's highlighting and Markdown: still nbconvert's
+    page, and a cell whose source changed (the student's answer) is rendered anew."""
+    config = GenerateFeedback(config=load_config()).config
+    resources = {"metadata": {"name": "memory", "path": str(tmp_path)},
+                 "nbgrader": {"notebook": "memory", "score": 9.0, "max_score": 10.0, "late_penalty": 0.0}}
+    first, second = notebook_with_every_kind_of_image(), notebook_with_every_kind_of_image()
+    answer = next(cell for cell in second.cells if cell.metadata.get("nbgrader", {}).get("solution"))
+    answer.source += "\nprint('a second student')  # an answer of their own"
+    second.cells.append(new_markdown_cell("My *own* note, `code` and a [link](https://pytorch.org)."))
+    FeedbackPageExporter(config=config).from_notebook_node(first, dict(resources))
+    page, _ = FeedbackPageExporter(config=config).from_notebook_node(second, dict(resources))
+    expected, _ = HTMLExporter(config=config).from_notebook_node(second, dict(resources))
+    assert "a second student" in page and "<em>own</em>" in page
+    assert str(BeautifulSoup(page, features="html.parser")) == expected
