@@ -43,6 +43,8 @@ def generate_solution(api: NbGraderAPI, assignment: str, execute: bool = True) -
         config = copy.deepcopy(api.config)
         config.KernelManager.transport = "ipc"
         config.KernelManager.ip = str(Path(sockets) / "kernel")
+        # No per-cell execution timestamps: they changed every committed notebook on each run.
+        config.Execute.record_timing = False
         app = GenerateSolution(coursedir=api.coursedir, parent=api, config=config)
         app.force = True
         app.preprocessors = [DropUntilSolvedTags, *app.preprocessors]
