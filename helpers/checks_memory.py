@@ -13,22 +13,28 @@ references are the exercises' answers, and the student's kernel never needs them
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 from helpers import remote
 from helpers.collect_memory import (
-    ActivationMeasure,
+    PeakMeasure,
     collect_checkpointed_forward,
     collect_plan,
     collect_saved_bytes,
     collect_training_bytes,
 )
 from helpers.grads import clone_model, compare, grad_snapshot
-from helpers.memory import SavedTensorMeter, gradient_bytes, optimizer_state_bytes, parameter_bytes
+from helpers.memory import (
+    SavedTensorMeter,
+    gradient_bytes,
+    optimizer_state_bytes,
+    parameter_bytes,
+    peak_bytes,
+)
 
 GRADER_ONLY = True
 
@@ -192,14 +198,97 @@ def check_saved_bytes(predict: Callable, models: Iterable[nn.Sequential], batch_
 
 # ---------------------------------------------------------------- Exercise 3: checkpoint segments
 
+def _run_blocks(h: torch.Tensor, blocks: list[nn.Module]) -> torch.Tensor:
+    for block in blocks:
+        h = block(h)
+    return h
+
+
+def _segmented(model: nn.Module, x: torch.Tensor, sizes: list[int], last_checkpointed: bool = True,
+               ) -> torch.Tensor:
+    """model's blocks on x in consecutive segments of these sizes, each one checkpointed (the last
+    one too unless last_checkpointed is False)."""
+    blocks, h, start = list(model.blocks), x, 0
+    for index, size in enumerate(sizes):
+        segment = blocks[start:start + size]
+        start += size
+        if index == len(sizes) - 1 and not last_checkpointed:
+            h = _run_blocks(h, segment)
+        else:
+            h = checkpoint(_run_blocks, h, segment, use_reentrant=False)
+    return h
+
+
+def _segment_sizes(depth: int, per_segment: int) -> list[int]:
+    return [min(per_segment, depth - start) for start in range(0, depth, per_segment)]
+
+
+def forward_backward_peak(forward: Callable[[nn.Module, torch.Tensor], torch.Tensor], model: nn.Module,
+                          x: torch.Tensor) -> int:
+    """The peak bytes of forward(model, x) and the backward of its mean square, on a fresh copy of
+    `model` (no gradients yet) and of x, as the collector measures the student's function."""
+    model, x = clone_model(model), x.detach().clone().requires_grad_(x.requires_grad)
+
+    def forward_and_backward():
+        out = forward(model, x)         # alive through backward, as the student's returned output is
+        out.pow(2).mean().backward()
+
+    return peak_bytes(forward_and_backward, "cpu")
+
+
+def _checkpointing_peaks(model: nn.Module, x: torch.Tensor, per_segment: int) -> dict[str, int]:
+    """The peak of each way of checkpointing the exercise knows: the two it accepts first."""
+    depth = len(model.blocks)
+    sizes = _segment_sizes(depth, per_segment)
+    shorter_first = sorted(sizes)
+
+    def sequential(m, h):
+        return checkpoint_sequential(nn.Sequential(*m.blocks), len(sizes), h, use_reentrant=False)
+
+    ways = {
+        "segments": lambda m, h: _segmented(m, h, sizes),
+        "last segment unchecked": lambda m, h: _segmented(m, h, sizes, last_checkpointed=False),
+        "every block": lambda m, h: _segmented(m, h, [1] * depth),
+        "one segment": lambda m, h: _segmented(m, h, [depth]),
+        "no checkpoint": lambda m, h: m(h),
+        "checkpoint_sequential": sequential,
+        "shorter segment first": lambda m, h: _segmented(m, h, shorter_first),
+    }
+    return {name: forward_backward_peak(way, model, x) for name, way in ways.items()}
+
+
+PEAK_HINTS = {
+    "every block": "every block got its own checkpoint; group blocks_per_segment blocks into one",
+    "one segment": "you checkpointed the whole model as one segment: its backward rebuilds every block's "
+                   "insides at once, so the peak is the plain one plus a forward",
+    "no checkpoint": "no block ran inside a checkpoint",
+    "checkpoint_sequential": "checkpoint_sequential(blocks, n_segments, ...) cuts len(blocks) // n_segments "
+                             "blocks per segment and runs the last one unchecked; its segments are not "
+                             "blocks_per_segment long",
+    "shorter segment first": "the segment that is shorter goes last: consecutive segments of "
+                             "blocks_per_segment from the first block on",
+}
+
+
+def _peak_hint(peak: int, peaks: dict[str, int], tolerance: int) -> str:
+    """The one known way of checkpointing whose peak the student's matches, or "". The same
+    allocations give the same peak to the byte, so an exact match outranks a near one."""
+    for slack in (0, tolerance):
+        near = [name for name, value in peaks.items() if abs(value - peak) <= slack]
+        if near:
+            return f": {PEAK_HINTS[near[0]]}" if len(near) == 1 and near[0] in PEAK_HINTS else ""
+    return ""
+
+
 def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Tensor,
                                blocks_per_segment: int | None = None) -> None:
     """function(model, x[, blocks_per_segment]) must give model(x)'s output and gradients (parameters,
-    and x's when x requires grad), save exactly one block input per segment of blocks and never warn
-    about use_reentrant. blocks_per_segment=None calls without it: the default must be 1."""
+    and x's when x requires grad), never warn about use_reentrant, and peak over forward and backward
+    where consecutive checkpointed segments of blocks_per_segment blocks peak (the last segment may
+    run unchecked: that lowers the peak slightly). blocks_per_segment=None calls without it: the
+    default must be 1. The peak is judged within half the bytes of x."""
     model = clone_model(model)          # fresh gradients, whatever ran on the test's model before
     depth, segment = len(model.blocks), blocks_per_segment or 1
-    segments = math.ceil(depth / segment)
     args = () if blocks_per_segment is None else (blocks_per_segment,)
     called = f"blocks_per_segment={blocks_per_segment}" if args else "no blocks_per_segment (default 1)"
     twin, x_twin = clone_model(model), x.detach().clone().requires_grad_(x.requires_grad)
@@ -213,7 +302,10 @@ def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Te
                 "or nn.Sequential(*blocks)" if error.type == "TypeError" and "not callable" in error.message
                 else "")
         raise remote.failure("checkpointed_forward", error, advice=hint,
-                                 expected="gives model(x)'s output and gradients, one saved input a segment")
+                             expected="gives model(x)'s output and gradients at the peak of its segments")
+    if "measure_error" in seen:
+        raise AssertionError(f"the peak of checkpointed_forward could not be measured "
+                             f"({seen['measure_error']}): leave torch.profiler and helpers.memory alone")
     assert not [w for w in seen["warnings"] if "use_reentrant" in w], (
         "checkpoint warned about use_reentrant: pass use_reentrant=False explicitly")
     out = seen.get("output")
@@ -256,19 +348,19 @@ def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Te
             x_grad, x_twin.grad, rtol=RTOL, atol=ATOL), (
             f"with {called} the gradient of the input x differs from model(x)'s: pass x itself into the "
             "first checkpoint (no .detach(), no copy)")
-    unit, saved = _bytes(x), seen["saved_bytes"]
-    expected = segments * unit
-    hint = ""
-    if saved == unit and segments > 1:
-        hint = ": you checkpointed the whole model as one segment"
-    elif saved == depth * unit and segments != depth:
-        hint = ": every block got its own checkpoint; group blocks_per_segment blocks into one"
-    elif isinstance(saved, int) and saved > expected:
-        hint = (": some blocks ran outside a checkpoint (checkpoint_sequential, for one, leaves its last "
-                "segment unchecked)")
-    assert saved == expected, (
-        f"with {depth} blocks and {called}, {saved} bytes were saved for backward; "
-        f"{segments} checkpointed segments keep exactly their {segments} inputs, {expected} bytes" + hint)
+    peak = seen.get("peak_bytes")
+    if not isinstance(peak, int) or isinstance(peak, bool):
+        raise AssertionError(f"the peak of checkpointed_forward came back as {peak!r}, not a number of bytes")
+    peaks = _checkpointing_peaks(model, x, segment)
+    tolerance = _bytes(x) // 2
+    accepted = (peaks["segments"], peaks["last segment unchecked"])
+    if min(abs(peak - value) for value in accepted) > tolerance:
+        sizes = _segment_sizes(depth, segment)
+        raise AssertionError(
+            f"with {depth} blocks and {called}, forward and backward peaked at {peak} bytes; "
+            f"{len(sizes)} checkpointed segments of {segment} ({'+'.join(map(str, sizes))} blocks) peak at "
+            f"{peaks['segments']} bytes: their saved inputs plus one segment's recomputed insides"
+            + _peak_hint(peak, peaks, tolerance))
 
 
 # ---------------------------------------------------------------- Exercise 4: a plan that fits
@@ -281,19 +373,43 @@ def _odd_sizes(calls: list) -> list:
     return sorted({m for m, *_ in calls if isinstance(m, bool) or not isinstance(m, int) or m < 1}, key=repr)
 
 
-def _call_planner(plan: Callable, effective_batch: int, budget: int, model: nn.Module) -> tuple[object, list]:
-    outcome = remote.run_student(plan, collect_plan, effective_batch, budget, ActivationMeasure(model))
+class _PeakTable:
+    """The grader's own measure for one check, each (micro_batch, checkpointing) measured once."""
+
+    def __init__(self, model: nn.Module):
+        self._measure, self._known = PeakMeasure(model), {}
+
+    def __call__(self, micro_batch: int, checkpointing: bool) -> int:
+        key = (micro_batch, bool(checkpointing))
+        if key not in self._known:
+            self._known[key] = self._measure.bytes(*key)
+        return self._known[key]
+
+    def best_plan(self, effective_batch: int, budget: int) -> tuple[int, bool] | None:
+        """The largest divisor that fits, without checkpointing where it fits both ways; None if
+        nothing fits."""
+        for micro_batch in reversed(_divisors(effective_batch)):
+            for checkpointing in (False, True):
+                if self(micro_batch, checkpointing) <= budget:
+                    return micro_batch, checkpointing
+        return None
+
+
+def _call_planner(plan: Callable, effective_batch: int, budget: int, model: nn.Module,
+                  table: _PeakTable) -> tuple[object, list]:
+    outcome = remote.run_student(plan, collect_plan, effective_batch, budget, PeakMeasure(model))
     calls = [call for call in outcome.get("calls", []) if isinstance(call, (list, tuple)) and call]
     error = remote.raised_of(outcome)
     if error is None:
         return outcome["value"], calls
-    measure = ActivationMeasure(model)
     if error.type == "ValueError":
-        fits = measure.bytes(1, True)
-        if fits <= budget:
+        best = table.best_plan(effective_batch, budget)
+        if best is not None:
+            m, c = best
             raise AssertionError(
-                f"plan_micro_batches raised ValueError ({error.message}), but a plan fits: micro-batch 1 "
-                f"with checkpointing needs {fits} bytes, within the budget of {budget}")
+                f"plan_micro_batches raised ValueError ({error.message}), but a plan fits: micro-batch {m} "
+                f"{'with' if c else 'without'} checkpointing peaks at {table(m, c)} bytes, within the "
+                f"budget of {budget}")
         raise ValueError(error.message)
     hint = ""
     if error.type == "ZeroDivisionError" and _odd_sizes(calls):
@@ -303,14 +419,15 @@ def _call_planner(plan: Callable, effective_batch: int, budget: int, model: nn.M
           and "checkpointing" in error.message):
         hint = "call measure(micro_batch, checkpointing) with both arguments"
     raise remote.failure("plan_micro_batches", error, advice=hint,
-                                 expected="returns the fastest plan that fits the budget")
+                         expected="returns the plan with the largest micro-batch that fits the budget")
 
 
 def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: int) -> dict:
     """plan(effective_batch, budget, measure) must keep the effective batch, fit the budget as
-    measured, use checkpointing only when nothing fits without it, and take the largest divisor."""
-    measure = ActivationMeasure(model)
-    result, calls = _call_planner(plan, effective_batch, budget, model)
+    measured, take the largest micro-batch that fits with or without checkpointing, and checkpoint
+    only when that micro-batch does not fit without it."""
+    table = _PeakTable(model)
+    result, calls = _call_planner(plan, effective_batch, budget, model, table)
     assert isinstance(result, Mapping) and all(key in result for key in PLAN_KEYS), (
         f"plan_micro_batches should return a dict with the keys {list(PLAN_KEYS)}, got {result!r}")
     m, k, c = (result[key] for key in PLAN_KEYS)
@@ -322,24 +439,28 @@ def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: i
     assert m * k == effective_batch, (
         f"micro_batch {m} x accum_steps {k} = {m * k}, but the effective batch is {effective_batch}: "
         "fit the budget with more accumulation steps, never by shrinking the effective batch")
-    used = measure.bytes(m, bool(c))
+    c = bool(c)
+    used = table(m, c)
     assert used <= budget, (
-        f"the plan {dict(result)} needs {used} bytes of activations, over the budget of {budget}")
+        f"the plan {dict(result)} peaks at {used} bytes over forward and backward, over the budget "
+        f"of {budget}")
     if c:
-        assert measure.bytes(1, False) > budget, (
-            f"{dict(result)} uses checkpointing, but micro-batch 1 fits without it: "
-            "checkpointing costs an extra forward")
-    bigger = [d for d in _divisors(effective_batch) if d > m and measure.bytes(d, bool(c)) <= budget]
-    assert not bigger, (
-        f"{dict(result)}: micro-batch {bigger[-1]} also fits with checkpointing={c}; take the largest")
+        assert table(m, False) > budget, (
+            f"{dict(result)} uses checkpointing, but micro-batch {m} fits without it "
+            f"({table(m, False)} bytes): checkpointing costs an extra forward")
+    best_m, best_c = table.best_plan(effective_batch, budget)
+    assert m >= best_m, (
+        f"{dict(result)}: micro-batch {best_m} also fits {'with' if best_c else 'without'} checkpointing "
+        f"({table(best_m, best_c)} bytes); take the largest micro-batch that fits"
+        + (", checkpointing when that is what lets it fit" if best_c and not c else ""))
     return dict(result)
 
 
 def check_plan_raises(plan: Callable, model: nn.Module, effective_batch: int, budget: int) -> None:
-    """With a budget below micro-batch 1 with checkpointing, plan(...) must raise ValueError."""
-    measure = ActivationMeasure(model)
-    assert measure.bytes(1, True) > budget, f"the test's budget of {budget} bytes fits a plan"
-    outcome = remote.run_student(plan, collect_plan, effective_batch, budget, ActivationMeasure(model))
+    """With a budget no micro-batch fits, with or without checkpointing, plan(...) must raise ValueError."""
+    table = _PeakTable(model)
+    assert table.best_plan(effective_batch, budget) is None, f"the test's budget of {budget} bytes fits"
+    outcome = remote.run_student(plan, collect_plan, effective_batch, budget, PeakMeasure(model))
     error = remote.raised_of(outcome)
     if error is not None and error.type == "ValueError":
         return

@@ -89,6 +89,39 @@ def plot_stacked_memory(bars: Mapping[str, Mapping[str, float]], *, ylabel: str 
     return ax
 
 
+def plot_grouped_bars(groups: Mapping[str, Mapping[str, float]], *, ylabel: str, title: str = "",
+                      ax=None, floor: Mapping[str, float] | None = None, floor_label: str = ""):
+    """Draw side-by-side bars from {group: {series: value}} (a series' colour is the same in every
+    group); `floor`, {group: value}, marks a level under each group's bars with a dashed line (what
+    is held throughout, say). Returns the Axes."""
+    _require_non_empty_mapping(groups, "groups")
+    series: list[str] = []
+    for group, values in groups.items():
+        if not isinstance(values, Mapping):
+            raise TypeError(f"groups[{group!r}] must be a dict of series -> value")
+        series += [name for name in values if name not in series]
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        # Room for each group's label under its bars.
+        _, ax = plt.subplots(figsize=(max(6.4, 2.0 * len(groups)), 4.8))
+    width = 0.8 / len(series)
+    for index, name in enumerate(series):
+        heights = [float(values.get(name, 0.0)) for values in groups.values()]
+        if any(h < 0 for h in heights):
+            raise ValueError(f"series {name!r} has a negative value")
+        positions = [g - 0.4 + width * (index + 0.5) for g in range(len(groups))]
+        ax.bar(positions, heights, width=width, label=name)
+    for position, group in enumerate(groups):
+        if floor and group in floor:
+            ax.hlines(float(floor[group]), position - 0.4, position + 0.4, colors="black",
+                      linestyles="dashed", label=floor_label if position == 0 else None)
+    ax.set_xticks(range(len(groups)), list(groups))
+    ax.set(ylabel=ylabel, title=title)
+    _legend_beside(ax)
+    return ax
+
+
 def plot_error_per_tensor(errors: Mapping[str, Mapping[str, float]], *, title: str = "", ax=None):
     """Draw grouped bars on a log axis from {method: {tensor name: error}}; returns the Axes. An
     error of exactly 0, which a log axis cannot place, is a hatched stub at LOG_FLOOR labelled "0"."""

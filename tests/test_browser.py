@@ -429,13 +429,13 @@ def test_validate_button_passes_a_filled_in_notebook(page, lab):
 
 
 def test_validate_dialog_shows_the_diagnosis_not_a_traceback(page, lab):
-    """A realistic mistake (demo student 04/checkpoints_before_shrinking) in an otherwise
+    """A realistic mistake (demo student 04/plain_micro_batches_first) in an otherwise
     finished notebook: Validate's dialog names the failing test with the course's message, and no
     traceback through the helpers stands before it."""
     from course_tools.jobs.demo_class import DEMO_ROOT, parse_submission
 
     lesson = LESSONS[-1]
-    mistake = parse_submission(DEMO_ROOT / lesson / "checkpoints_before_shrinking.py")
+    mistake = parse_submission(DEMO_ROOT / lesson / "plain_micro_batches_first.py")
     notebook = filled_in(nbformat.read(notebook_of(lab.root / "release" / lesson), as_version=4),
                          nbformat.read(notebook_of(lab.root / "notebooks" / lesson), as_version=4))
     for cell in notebook.cells:

@@ -12,7 +12,7 @@ import warnings
 import pytest
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 from helpers import checks_memory as cm
 from helpers.models import ResidualMLP
@@ -189,10 +189,25 @@ def checkpointed_forward(model, x, blocks_per_segment=1):
     return x
 
 
-@pytest.mark.parametrize(("depth", "per_segment", "grad"), [(4, None, False), (5, 2, True), (3, 7, True)])
-def test_check_checkpointed_forward_passes_a_correct_function(depth, per_segment, grad):
-    cm.check_checkpointed_forward(checkpointed_forward, ResidualMLP(8, 16, depth, seed=1),
-                                  torch.randn(3, 8, requires_grad=grad), per_segment)
+def x_of(rows=64, requires_grad=False):
+    """An input at which activations, not gradients, set the peak: what checkpointing changes."""
+    return torch.randn(rows, 8, requires_grad=requires_grad)
+
+
+def last_segment_unchecked(model, x, blocks_per_segment=1):
+    blocks = list(model.blocks)
+    starts = list(range(0, len(blocks), blocks_per_segment))
+    for start in starts[:-1]:
+        x = checkpoint(nn.Sequential(*blocks[start:start + blocks_per_segment]), x, use_reentrant=False)
+    return nn.Sequential(*blocks[starts[-1]:])(x)
+
+
+@pytest.mark.parametrize("function", [checkpointed_forward, last_segment_unchecked])
+@pytest.mark.parametrize(("depth", "per_segment", "grad"), [(4, None, False), (5, 2, True), (3, 7, True),
+                                                            (7, 3, True)])
+def test_check_checkpointed_forward_passes_a_correct_function(function, depth, per_segment, grad):
+    cm.check_checkpointed_forward(function, ResidualMLP(8, 32, depth, seed=1), x_of(requires_grad=grad),
+                                  per_segment)
 
 
 def one_segment(model, x, blocks_per_segment=1):
@@ -225,11 +240,23 @@ def drops_the_remainder(model, x, blocks_per_segment=1):
     return x
 
 
-def last_unchecked(model, x, blocks_per_segment=1):
+def no_checkpoint(model, x, blocks_per_segment=1):
+    return model(x)
+
+
+def sequential_of_as_many_segments(model, x, blocks_per_segment=1):
+    segments = math.ceil(len(model.blocks) / blocks_per_segment)
+    return checkpoint_sequential(nn.Sequential(*model.blocks), segments, x, use_reentrant=False)
+
+
+def shorter_segment_first(model, x, blocks_per_segment=1):
     blocks = list(model.blocks)
-    for start in range(0, len(blocks) - blocks_per_segment, blocks_per_segment):
-        x = checkpoint(nn.Sequential(*blocks[start:start + blocks_per_segment]), x, use_reentrant=False)
-    return nn.Sequential(*blocks[len(blocks) - blocks_per_segment:])(x) if blocks else x
+    start = len(blocks) % blocks_per_segment
+    if start:
+        x = checkpoint(nn.Sequential(*blocks[:start]), x, use_reentrant=False)
+    for first in range(start, len(blocks), blocks_per_segment):
+        x = checkpoint(nn.Sequential(*blocks[first:first + blocks_per_segment]), x, use_reentrant=False)
+    return x
 
 
 def detaches(model, x, blocks_per_segment=1):
@@ -260,10 +287,13 @@ def passes_a_list(model, x, blocks_per_segment=1):
 @pytest.mark.parametrize(("wrong", "depth", "per_segment", "grad", "says"), [
     (one_segment, 4, None, False, "you checkpointed the whole model as one segment"),
     (each_block, 4, 2, False, "every block got its own checkpoint"),
+    (each_block, 7, 3, False, "every block got its own checkpoint"),
+    (no_checkpoint, 4, 2, False, "no block ran inside a checkpoint"),
+    (sequential_of_as_many_segments, 5, 2, False, "its segments are not blocks_per_segment long"),
+    (shorter_segment_first, 7, 2, False, "the segment that is shorter goes last"),
     (reentrant, 4, 2, False, "pass use_reentrant=False"),
     (reentrant_default, 4, 2, False, "checkpoint warned about use_reentrant"),
     (drops_the_remainder, 5, 2, False, "the last, shorter segment"),
-    (last_unchecked, 4, 2, False, "some blocks ran outside a checkpoint"),
     (detaches, 4, 2, True, "the gradient of the input x differs"),
     (passes_a_list, 4, 2, False, "checkpoint's first argument is the function to run"),
     (lambda_in_a_loop, 4, 2, False, "a lambda or closure written in a loop"),
@@ -271,9 +301,41 @@ def passes_a_list(model, x, blocks_per_segment=1):
 ])
 def test_check_checkpointed_forward_names_the_mistake(wrong, depth, per_segment, grad, says):
     with pytest.raises(AssertionError) as caught:
-        cm.check_checkpointed_forward(wrong, ResidualMLP(8, 16, depth, seed=2),
-                                      torch.randn(3, 8, requires_grad=grad), per_segment)
+        cm.check_checkpointed_forward(wrong, ResidualMLP(8, 32, depth, seed=2), x_of(requires_grad=grad),
+                                      per_segment)
     assert says in str(caught.value)
+
+
+def test_the_peak_sees_what_a_function_keeps_alive_not_how_it_calls_checkpoint():
+    """Keeping each segment's output costs nothing (checkpoint saves them anyway): it passes.
+    Keeping the blocks' insides as they are recomputed holds them through backward: the
+    checkpointing and the gradients are right, and the peak fails with the numbers."""
+    kept = []
+
+    def keeps_every_segment_output(model, x, blocks_per_segment=1):
+        blocks, h = list(model.blocks), x
+        for start in range(0, len(blocks), blocks_per_segment):
+            h = checkpoint(nn.Sequential(*blocks[start:start + blocks_per_segment]), h, use_reentrant=False)
+            kept.append(h)
+        return h
+
+    cm.check_checkpointed_forward(keeps_every_segment_output, ResidualMLP(8, 32, 6, seed=2), x_of(), 2)
+    kept_inner = []
+
+    def keeps_what_the_blocks_make(model, x, blocks_per_segment=1):
+        def run(h, blocks):
+            for block in blocks:
+                h = block(h)
+                kept_inner.append(h)       # the recomputed insides, alive after backward needed them
+            return h
+
+        blocks = list(model.blocks)
+        for start in range(0, len(blocks), blocks_per_segment):
+            x = checkpoint(run, x, blocks[start:start + blocks_per_segment], use_reentrant=False)
+        return x
+
+    with pytest.raises(AssertionError, match="forward and backward peaked at"):
+        cm.check_checkpointed_forward(keeps_what_the_blocks_make, ResidualMLP(8, 32, 6, seed=2), x_of(), 2)
 
 
 def test_a_detached_output_is_not_blamed_on_reentrant_checkpointing():
@@ -289,6 +351,18 @@ def test_a_detached_output_is_not_blamed_on_reentrant_checkpointing():
 # ---------------------------------------------------------------- exercise 4
 
 def plan_micro_batches(effective_batch, budget_bytes, measure):
+    for micro_batch in range(effective_batch, 0, -1):
+        if effective_batch % micro_batch:
+            continue
+        for checkpointing in (False, True):
+            if measure(micro_batch, checkpointing) <= budget_bytes:
+                return {"micro_batch": micro_batch, "accum_steps": effective_batch // micro_batch,
+                        "checkpointing": checkpointing}
+    raise ValueError("nothing fits")
+
+
+def plain_first(effective_batch, budget_bytes, measure):
+    """The old convention: exhaust the plain micro-batches before checkpointing any."""
     divisors = [m for m in range(effective_batch, 0, -1) if effective_batch % m == 0]
     for checkpointing in (False, True):
         for micro_batch in divisors:
@@ -299,21 +373,27 @@ def plan_micro_batches(effective_batch, budget_bytes, measure):
 
 
 PLAN_MODEL = ResidualMLP(8, 32, 3, seed=4)
-MEASURE = cm.ActivationMeasure(PLAN_MODEL).bytes
+MEASURE = cm.PeakMeasure(PLAN_MODEL).bytes
 
 
-def test_activation_measure_scales_with_the_micro_batch_and_records_calls():
-    measure = cm.ActivationMeasure(PLAN_MODEL)
-    assert measure(4, False) == 4 * measure(1, False)
-    assert measure(2, True) == 3 * 2 * 8 * 4          # three block inputs of [2, 8] float32
+def test_peak_measure_grows_with_the_micro_batch_and_records_calls():
+    measure = cm.PeakMeasure(PLAN_MODEL)
+    assert measure(1, False) < measure(4, False) < measure(16, False)
+    assert measure(4, False) == measure(4, False)            # the same allocations every time
+    # Gradients exist before a measured micro-batch: the measure leaves none behind.
+    assert all(p.grad is None for p in PLAN_MODEL.parameters())
+    # At a small micro-batch gradients' temporaries dominate and the recompute only adds; at a large
+    # one the activations dominate and checkpointing every block lowers the peak.
+    assert measure(1, True) > measure(1, False) and measure(64, True) < measure(64, False)
     assert measure(0, True) == 0 and cm._odd_sizes(measure.calls) == [0]
 
 
 @pytest.mark.parametrize(("batch", "budget", "plan"), [
-    (12, MEASURE(4, False), {"micro_batch": 4, "accum_steps": 3, "checkpointing": False}),
-    (12, MEASURE(1, False) - 1, {"micro_batch": 6, "accum_steps": 2, "checkpointing": True}),
+    (16, MEASURE(4, False), {"micro_batch": 4, "accum_steps": 4, "checkpointing": False}),
+    (64, MEASURE(64, True), {"micro_batch": 64, "accum_steps": 1, "checkpointing": True}),
+    (64, MEASURE(32, True), {"micro_batch": 32, "accum_steps": 2, "checkpointing": True}),
 ])
-def test_check_plan_passes_the_fastest_plan(batch, budget, plan):
+def test_check_plan_passes_the_plan_with_the_largest_micro_batch(batch, budget, plan):
     assert cm.check_plan(plan_micro_batches, PLAN_MODEL, batch, budget) == plan
 
 
@@ -332,15 +412,16 @@ def halves(effective_batch, budget_bytes, measure):
     (lambda b, budget, measure: {"micro_batch": 12, "accum_steps": 1, "checkpointing": False}, 12,
      MEASURE(4, False), "over the budget"),
     (lambda b, budget, measure: {"micro_batch": 4, "accum_steps": 3, "checkpointing": True}, 12,
-     MEASURE(1, False), "uses checkpointing, but micro-batch 1 fits without it"),
+     MEASURE(4, True), "uses checkpointing, but micro-batch 4 fits without it"),
     (halves, 12, MEASURE(4, False), "take the largest"),
+    (plain_first, 64, MEASURE(64, True), "checkpointing when that is what lets it fit"),
     (lambda b, budget, measure: (4, 3, False), 12, MEASURE(4, False), "should return a dict with the keys"),
     (lambda b, budget, measure: plan_micro_batches(b, budget, lambda m, c: measure(m)), 12, MEASURE(4, False),
      "call measure(micro_batch, checkpointing) with both arguments"),
     (lambda b, budget, measure: b // min(m for m in range(0, b) if measure(m, False) <= budget), 12,
      MEASURE(4, False), "you tried micro-batches of [0]"),
-    (lambda b, budget, measure: max(m for m in range(1, b + 1) if b % m == 0 and measure(m, False) <= budget),
-     12, MEASURE(1, False) - 1, "but a plan fits"),
+    (lambda b, budget, measure: max(m for m in range(1, b + 1) if b % m == 0 and measure(m, True) <= budget),
+     12, MEASURE(4, False), "but a plan fits: micro-batch 4 without checkpointing"),
 ])
 def test_check_plan_names_the_mistake(wrong, batch, budget, says):
     with pytest.raises(AssertionError) as caught:
@@ -369,8 +450,7 @@ def _noisy(function):
 def test_a_student_function_that_warns_and_prints_to_stderr_writes_nothing_to_stderr(capsys):
     cm.check_training_bytes(_noisy(predict_training_bytes), nn.Sequential(nn.Linear(6, 4)))
     cm.check_saved_bytes(_noisy(predict_saved_bytes), SAVED_MODELS[:1], [4])
-    cm.check_checkpointed_forward(_noisy(checkpointed_forward), ResidualMLP(8, 16, 2, seed=5),
-                                  torch.randn(3, 8), 1)
+    cm.check_checkpointed_forward(_noisy(checkpointed_forward), ResidualMLP(8, 32, 2, seed=5), x_of(), 1)
     cm.check_plan(_noisy(plan_micro_batches), PLAN_MODEL, 12, MEASURE(4, False))
     cm.check_plan_raises(_noisy(plan_micro_batches), PLAN_MODEL, 12, 10)
     out, err = capsys.readouterr()

@@ -16,6 +16,8 @@ from helpers.memory import (
     gradient_bytes,
     optimizer_state_bytes,
     parameter_bytes,
+    peak_bytes,
+    phase_peaks,
     tensor_bytes,
 )
 from helpers.models import MLP
@@ -138,6 +140,90 @@ def test_cuda_peak_bytes_cuda_path_on_a_cpu_stand_in(monkeypatch):
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: events.append("read") or 12345)
     assert cuda_peak_bytes(lambda: events.append("fn"), "cuda") == 12345
     assert events == ["sync cuda", "reset", "fn", "sync cuda", "read"]
+
+
+def test_peak_bytes_on_cpu_is_the_most_held_at_once_not_the_sum():
+    def two_at_a_time():
+        first = torch.empty(1000)                # 4000 bytes
+        second = torch.empty(500)                # 2000 bytes: 6000 held
+        del first
+        third = torch.empty(750)                 # 3000 bytes: 5000 held
+        return second, third
+
+    assert peak_bytes(two_at_a_time, "cpu") == 6000
+    assert peak_bytes(lambda: None, "cpu") == 0
+
+
+def test_peak_bytes_ignores_tensors_older_than_the_window(capfd):
+    made_outside = torch.empty(10_000)
+    made_in_an_earlier_window = []
+    peak_bytes(lambda: made_in_an_earlier_window.append(torch.empty(20_000)), "cpu")
+
+    def frees_old_tensors_then_allocates():
+        made_outside.resize_(0)                  # freed here, allocated before any window
+        made_in_an_earlier_window.clear()        # freed here, allocated in an earlier window
+        return torch.empty(1000)
+
+    # Neither free lowers the total below what the function itself held: 4000 bytes.
+    assert peak_bytes(frees_old_tensors_then_allocates, "cpu") == 4000
+    # The allocator's native note about the older tensor never reaches the notebook's stderr.
+    assert "unknown size" not in capfd.readouterr().err
+
+
+def test_peak_bytes_sees_the_recompute_that_the_meter_does_not(blocks):
+    """Checkpointing every block saves only the inputs, but backward rebuilds one block's insides:
+    the peak over forward and backward is well above what the forward saved."""
+    x = torch.randn(BATCH, DIM)
+
+    def checkpointed():
+        h = x
+        for block in blocks:
+            h = checkpoint(block, h, use_reentrant=False)
+        h.sum().backward()
+
+    with SavedTensorMeter(blocks) as meter:
+        peak = peak_bytes(checkpointed, "cpu")
+    one_block_inside = BATCH * (4 * DIM) * 4 * 2          # fc1's output and GELU's, float32
+    assert meter.bytes == BLOCKS * BATCH * DIM * 4
+    assert peak > meter.bytes + one_block_inside
+
+
+def test_peak_bytes_cuda_path_on_a_cpu_stand_in(monkeypatch):
+    import helpers.memory as memory_module
+
+    events = []
+    monkeypatch.setattr(memory_module, "synchronize", lambda device: events.append("sync"))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device: events.append("reset"))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: events.append("now") or 1000)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: events.append("peak") or 5000)
+    assert peak_bytes(lambda: events.append("fn"), "cuda") == 4000      # above what was there before
+    assert events == ["sync", "now", "reset", "fn", "sync", "peak"]
+
+
+def test_phase_peaks_carry_what_one_phase_leaves_into_the_next():
+    held = {}
+
+    def swap():
+        del held["a"]                                                      # 4000 freed
+        held["c"] = torch.empty(250)                                       # 1000 made: 3000
+
+    peaks = phase_peaks({
+        "make": lambda: held.update(a=torch.empty(1000)),                 # 4000 bytes, kept
+        "add": lambda: held.update(b=torch.empty(500)),                   # 2000 more: 6000
+        "swap": swap,
+    }, "cpu")
+    assert peaks == {"make": 4000, "add": 6000, "swap": 6000}
+    with pytest.raises(TypeError, match="non-empty dict"):
+        phase_peaks({}, "cpu")
+    with pytest.raises(TypeError, match="phase 'x' must be a callable"):
+        phase_peaks({"x": 3}, "cpu")
+
+
+def test_peak_bytes_refuses_what_it_cannot_measure():
+    with pytest.raises(ValueError, match="measure a copy of the model on the CPU"):
+        peak_bytes(lambda: None, "meta")
+    with pytest.raises(TypeError, match="callable"):
+        peak_bytes(42, "cpu")
 
 
 @pytest.mark.parametrize(("n", "text"), [

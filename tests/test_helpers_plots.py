@@ -54,6 +54,17 @@ def test_plot_stacked_memory():
         plots.plot_stacked_memory({"a": {"x": -1}})
 
 
+def test_plot_grouped_bars_puts_each_series_side_by_side():
+    groups = {"Adam": {"forward": 10, "backward": 12, "step": 14}, "SGD": {"forward": 6, "backward": 8}}
+    ax = plots.plot_grouped_bars(groups, ylabel="MiB", floor={"Adam": 8, "SGD": 4}, floor_label="held")
+    assert len(ax.patches) == 2 * 3
+    assert sorted(p.get_height() for p in ax.patches)[-1] == 14
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["Adam", "SGD"]
+    assert "held" in [t.get_text() for t in ax.get_legend().get_texts()]
+    with pytest.raises(ValueError, match="negative value"):
+        plots.plot_grouped_bars({"a": {"x": -1}}, ylabel="MiB")
+
+
 def test_plot_error_per_tensor_floors_zeros():
     errors = {"sum": {"w": 0.0, "b": 1e-3}, "mean": {"w": 1e-7, "b": 2e-7}}
     ax = plots.plot_error_per_tensor(errors)

@@ -70,12 +70,12 @@ def checkpointed_forward(model, x, blocks_per_segment=1):
 
 # %% ex4_1_solution
 def plan_micro_batches(effective_batch, budget_bytes, measure):
-    """{"micro_batch", "accum_steps", "checkpointing"}: the fastest plan whose activations fit."""
+    """{"micro_batch", "accum_steps", "checkpointing"}: the largest micro-batch whose peak fits."""
     divisors = [m for m in range(effective_batch, 0, -1) if effective_batch % m == 0]
-    candidates = ((m, c) for c in (False, True) for m in divisors)   # no checkpointing first
+    candidates = ((m, c) for m in divisors for c in (False, True))   # at each size, plain first
     found = next(((m, c) for m, c in candidates if measure(m, c) <= budget_bytes), None)
     if found is None:
-        raise ValueError(f"nothing fits in {budget_bytes} bytes, not even micro-batch 1 with checkpointing")
+        raise ValueError(f"nothing fits in {budget_bytes} bytes, with or without checkpointing")
     micro_batch, checkpointing = found
     return {"micro_batch": micro_batch, "accum_steps": effective_batch // micro_batch,
             "checkpointing": checkpointing}

@@ -74,11 +74,11 @@ def plan_micro_batches(effective_batch, budget_bytes, measure):
     for small in range(1, math.isqrt(effective_batch) + 1):
         if effective_batch % small == 0:
             divisors.update((small, effective_batch // small))
-    candidates = ((m, c) for c in (False, True) for m in sorted(divisors, reverse=True))
+    candidates = ((m, c) for m in sorted(divisors, reverse=True) for c in (False, True))
     found = next(((m, c) for m, c in candidates if measure(m, c) <= budget_bytes), None)
     sys.stderr.write(f"plan search: found {found}\n")
     if found is None:
-        raise ValueError(f"nothing fits in {budget_bytes} bytes, not even one sample with checkpointing")
+        raise ValueError(f"nothing fits in {budget_bytes} bytes, with or without checkpointing")
     micro_batch, checkpointing = found
     return {"micro_batch": micro_batch, "accum_steps": effective_batch // micro_batch,
             "checkpointing": checkpointing}

@@ -1,4 +1,4 @@
-# about: A correct solution written differently: lookup tables, a set of saved tensor ids, a sorted search.
+# about: A correct solution written differently: lookup tables, a set of saved tensor ids, and a plan from the largest micro-batch that fits each way, compared.
 # base: solution
 # loses:
 # %% ex1_1_solution
@@ -59,14 +59,15 @@ def checkpointed_forward(model, x, blocks_per_segment=1):
 
 # %% ex4_1_solution
 def plan_micro_batches(effective_batch, budget_bytes, measure):
-    candidates = sorted((m for m in range(1, effective_batch + 1) if effective_batch % m == 0), reverse=True)
-    for use_checkpointing in (False, True):
-        fitting = [m for m in candidates if measure(m, use_checkpointing) <= budget_bytes]
-        if fitting:
-            best = fitting[0]
-            return {"micro_batch": best, "accum_steps": effective_batch // best,
-                    "checkpointing": use_checkpointing}
-    raise ValueError("the budget is too small for any plan")
+    candidates = [m for m in range(1, effective_batch + 1) if effective_batch % m == 0]
+    largest = {use_checkpointing: max((m for m in candidates if measure(m, use_checkpointing) <= budget_bytes),
+                                      default=0)
+               for use_checkpointing in (False, True)}
+    use_checkpointing = largest[True] > largest[False]
+    best = largest[use_checkpointing]
+    if best == 0:
+        raise ValueError("the budget is too small for any plan")
+    return {"micro_batch": best, "accum_steps": effective_batch // best, "checkpointing": use_checkpointing}
 
 
 # %% ex5_1_solution

@@ -1,8 +1,8 @@
-# about: An attack: checkpointed_forward checkpoints nothing; the cell rewrites every function of helpers.memory and of torch.autograd.graph that could count saved tensors so that they count nothing.
+# about: An attack: checkpointed_forward checkpoints nothing; the cell rewrites every function of helpers.memory and of torch.autograd.graph that could count saved tensors or measure a peak so that they count nothing.
 # kind: hostile
 # base: solution
 # loses: ex3_1_test
-# says: some blocks ran outside a checkpoint
+# says: no block ran inside a checkpoint
 # %% ex3_1_solution
 import contextlib
 

@@ -2,7 +2,7 @@
 # kind: hostile
 # base: solution
 # loses: ex3_1_test
-# says: some blocks ran outside a checkpoint
+# says: no block ran inside a checkpoint
 # %% ex3_1_solution
 import torch
 
