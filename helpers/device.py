@@ -99,3 +99,18 @@ def describe(device: torch.device | str) -> str:
     else:
         workload = f"small ({device.type.upper()})"
     return f"{name} · low precision: {dtype_name} · workload: {workload}"
+
+
+# torch's own probes of the CPU; private, so each is optional.
+_BF16_INSTRUCTIONS = (("AVX-512 BF16", "_is_avx512_bf16_supported"), ("AMX", "_is_amx_tile_supported"))
+
+
+def cpu_bf16_support() -> str:
+    """One line on what this CPU offers bf16 matrix products: ATen's vector level and the bf16
+    instructions it has. Without any, bf16 products are emulated and can be many times slower
+    than fp32 (the vector level alone says nothing about it: "AVX512" may or may not have them)."""
+    level = torch.backends.cpu.get_cpu_capability()
+    found = [name for name, probe in _BF16_INSTRUCTIONS if getattr(torch.cpu, probe, lambda: False)()]
+    if found:
+        return f"CPU vector level {level}; bf16 instructions: {', '.join(found)}"
+    return f"CPU vector level {level}; no bf16 instructions: bf16 matrix products are emulated"

@@ -91,3 +91,14 @@ def test_describe(monkeypatch, not_grading):
     monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
     assert dev.describe("cuda").endswith("workload: small (grading)")
     assert dev.describe("cpu").endswith("workload: small (grading)")
+
+
+def test_cpu_bf16_support_names_the_instructions(monkeypatch):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    assert dev.cpu_bf16_support() == "CPU vector level AVX512; bf16 instructions: AVX-512 BF16"
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
+    assert "no bf16 instructions" in dev.cpu_bf16_support()
+    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported", raising=False)
+    assert "emulated" in dev.cpu_bf16_support()       # a torch without the probe: none found

@@ -50,4 +50,4 @@ def amp_train_step(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype)
 
 
 # %% ex4_1_solution
-QUICK_CHECK = "B"
+QUICK_CHECK = "C"

@@ -60,4 +60,4 @@ def amp_train_step(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype)
 
 
 # %% ex4_1_solution
-QUICK_CHECK = 'b'  # range comes from the exponent bits, and bf16 has fp32's eight
+QUICK_CHECK = 'c'  # range comes from the exponent bits, and bf16 has fp32's eight

@@ -10,5 +10,5 @@
 # %% ex4_1_solution
 import os
 
-QUICK_CHECK = "b"
+QUICK_CHECK = "c"
 print("linked files seen:", [name for name in ("grades.db", "lesson", "pipe") if os.path.lexists(name)])

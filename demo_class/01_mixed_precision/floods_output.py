@@ -5,4 +5,4 @@
 # %% ex4_1_solution
 for step in range(300_000):
     print(f"debug: still thinking about the quick check, step {step}")
-QUICK_CHECK = "b"
+QUICK_CHECK = "c"

@@ -6,7 +6,7 @@
 # %% ex4_1_solution
 import inspect
 
-QUICK_CHECK = "b"
+QUICK_CHECK = "c"
 print("input history follows")
 print(In)
 print(_ih[-4:])

@@ -100,4 +100,4 @@ def train_accumulated_amp(model, optimizer, scaler, loss_fn, micro_batches, accu
 
 
 # %% ex5_1_solution
-QUICK_CHECK = 'b'  # once per cycle, right after the 4th backward
+QUICK_CHECK = 'd'  # once per cycle, right after the 4th backward

@@ -77,4 +77,4 @@ def train_accumulated_amp(model, optimizer, scaler, loss_fn, micro_batches, accu
 
 
 # %% ex5_1_solution
-QUICK_CHECK = " B "
+QUICK_CHECK = " D "

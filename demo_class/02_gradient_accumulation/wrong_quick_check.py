@@ -1,4 +1,4 @@
-# about: Everything right except the quick check: steps after every mini-batch.
+# about: Everything right except the quick check: thinks four quarter-size steps, one per micro-batch, add up to the full update.
 # base: solution
 # loses: ex5_1_test
 # says: step() runs once per cycle

@@ -85,4 +85,4 @@ def plan_micro_batches(effective_batch, budget_bytes, measure):
 
 
 # %% ex5_1_solution
-QUICK_CHECK = 'b'  # exp_avg and exp_avg_sq: 2 x 4 bytes x 1e9
+QUICK_CHECK = 'c'  # exp_avg and exp_avg_sq: 2 x 4 bytes x 1e9

@@ -8,4 +8,4 @@ message = kernel.session.msg("stream", {"name": "stdout", "text": "10 of 10"}, p
 parts = kernel.session.serialize(message)
 parts[parts.index(b"<IDS|MSG>") + 1] = b"0" * 64
 kernel.iopub_socket.send_multipart(parts)
-QUICK_CHECK = "b"
+QUICK_CHECK = "c"
