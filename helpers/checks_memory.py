@@ -205,7 +205,7 @@ def _run_blocks(h: torch.Tensor, blocks: list[nn.Module]) -> torch.Tensor:
 
 
 def _segmented(model: nn.Module, x: torch.Tensor, sizes: list[int], last_checkpointed: bool = True,
-               ) -> torch.Tensor:
+               preserve_rng_state: bool = True) -> torch.Tensor:
     """model's blocks on x in consecutive segments of these sizes, each one checkpointed (the last
     one too unless last_checkpointed is False)."""
     blocks, h, start = list(model.blocks), x, 0
@@ -215,7 +215,8 @@ def _segmented(model: nn.Module, x: torch.Tensor, sizes: list[int], last_checkpo
         if index == len(sizes) - 1 and not last_checkpointed:
             h = _run_blocks(h, segment)
         else:
-            h = checkpoint(_run_blocks, h, segment, use_reentrant=False)
+            h = checkpoint(_run_blocks, h, segment, use_reentrant=False,
+                           preserve_rng_state=preserve_rng_state)
     return h
 
 
@@ -245,9 +246,14 @@ def _checkpointing_peaks(model: nn.Module, x: torch.Tensor, per_segment: int) ->
     def sequential(m, h):
         return checkpoint_sequential(nn.Sequential(*m.blocks), len(sizes), h, use_reentrant=False)
 
+    # Each checkpoint keeps the CPU's RNG state (5 KiB) unless preserve_rng_state=False, which
+    # this model without randomness allows: at the test's small sizes that shows in the peak.
     ways = {
         "segments": lambda m, h: _segmented(m, h, sizes),
         "last segment unchecked": lambda m, h: _segmented(m, h, sizes, last_checkpointed=False),
+        "segments, no RNG state": lambda m, h: _segmented(m, h, sizes, preserve_rng_state=False),
+        "last segment unchecked, no RNG state": lambda m, h: _segmented(
+            m, h, sizes, last_checkpointed=False, preserve_rng_state=False),
         "every block": lambda m, h: _segmented(m, h, [1] * depth),
         "one segment": lambda m, h: _segmented(m, h, [depth]),
         "no checkpoint": lambda m, h: m(h),
@@ -273,10 +279,11 @@ PEAK_HINTS = {
 def _peak_hint(peak: int, peaks: dict[str, int], tolerance: int) -> str:
     """The one known way of checkpointing whose peak the student's matches, or "". The same
     allocations give the same peak to the byte, so an exact match outranks a near one."""
+    mistakes = {name: value for name, value in peaks.items() if name in PEAK_HINTS}
     for slack in (0, tolerance):
-        near = [name for name, value in peaks.items() if abs(value - peak) <= slack]
+        near = [name for name, value in mistakes.items() if abs(value - peak) <= slack]
         if near:
-            return f": {PEAK_HINTS[near[0]]}" if len(near) == 1 and near[0] in PEAK_HINTS else ""
+            return f": {PEAK_HINTS[near[0]]}" if len(near) == 1 else ""
     return ""
 
 
@@ -353,7 +360,7 @@ def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Te
         raise AssertionError(f"the peak of checkpointed_forward came back as {peak!r}, not a number of bytes")
     peaks = _checkpointing_peaks(model, x, segment)
     tolerance = _bytes(x) // 2
-    accepted = (peaks["segments"], peaks["last segment unchecked"])
+    accepted = [value for name, value in peaks.items() if name.startswith(("segments", "last segment"))]
     if min(abs(peak - value) for value in accepted) > tolerance:
         sizes = _segment_sizes(depth, segment)
         raise AssertionError(

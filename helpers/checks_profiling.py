@@ -518,6 +518,10 @@ def check_fast_epoch(fast_epoch: Callable, dataset, model: torch.nn.Module, *,
         if model_device.type == "cuda" and not settings.get("pin_memory"):
             raise AssertionError("the model is on CUDA but the DataLoader ran with pin_memory=False: pinned "
                                  "batches copy to the GPU with .to(device, non_blocking=True) without a stop")
+        if model_device.type != "cuda" and settings.get("pin_memory"):
+            raise AssertionError(f"the model is on {model_device.type} but the DataLoader ran with "
+                                 "pin_memory=True: pinning helps only a copy to a GPU; pass "
+                                 "pin_memory=(the model's device is CUDA)")
     syncs = outcome.get("syncs") if isinstance(outcome.get("syncs"), dict) else {}
     counts = syncs.get("counts") if isinstance(syncs.get("counts"), dict) else {}
     counts = {str(name): _count(count) for name, count in counts.items()}

@@ -372,6 +372,7 @@ def test_fast_epoch_correct_passes(capsys):
 @pytest.mark.parametrize(("mistake", "phrase"), [
     ({"sync_every_step": True}, "keep the running loss on the device"),
     ({"log": False}, "print the running mean every log_every steps"),
+    ({"pin": True}, "pinning helps only a copy to a GPU"),
 ])
 def test_fast_epoch_mistakes_named(mistake, phrase):
     with pytest.raises(AssertionError, match=phrase):
