@@ -237,8 +237,12 @@ def forward_backward_peak(forward: Callable[[nn.Module, torch.Tensor], torch.Ten
     return peak_bytes(forward_and_backward, "cpu")
 
 
-def _checkpointing_peaks(model: nn.Module, x: torch.Tensor, per_segment: int) -> dict[str, int]:
-    """The peak of each way of checkpointing the exercise knows: the two it accepts first."""
+ACCEPTED = ("segments", "last segment unchecked", "segments, no RNG state",
+            "last segment unchecked, no RNG state")
+
+
+def _checkpointing_ways(model: nn.Module, per_segment: int) -> dict[str, Callable]:
+    """Each way of checkpointing the exercise knows, as forward(model, x): the ACCEPTED ones first."""
     depth = len(model.blocks)
     sizes = _segment_sizes(depth, per_segment)
     shorter_first = sorted(sizes)
@@ -260,7 +264,7 @@ def _checkpointing_peaks(model: nn.Module, x: torch.Tensor, per_segment: int) ->
         "checkpoint_sequential": sequential,
         "shorter segment first": lambda m, h: _segmented(m, h, shorter_first),
     }
-    return {name: forward_backward_peak(way, model, x) for name, way in ways.items()}
+    return ways
 
 
 PEAK_HINTS = {
@@ -358,16 +362,20 @@ def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Te
     peak = seen.get("peak_bytes")
     if not isinstance(peak, int) or isinstance(peak, bool):
         raise AssertionError(f"the peak of checkpointed_forward came back as {peak!r}, not a number of bytes")
-    peaks = _checkpointing_peaks(model, x, segment)
-    tolerance = _bytes(x) // 2
-    accepted = [value for name, value in peaks.items() if name.startswith(("segments", "last segment"))]
-    if min(abs(peak - value) for value in accepted) > tolerance:
-        sizes = _segment_sizes(depth, segment)
-        raise AssertionError(
-            f"with {depth} blocks and {called}, forward and backward peaked at {peak} bytes; "
-            f"{len(sizes)} checkpointed segments of {segment} ({'+'.join(map(str, sizes))} blocks) peak at "
-            f"{peaks['segments']} bytes: their saved inputs plus one segment's recomputed insides"
-            + _peak_hint(peak, peaks, tolerance))
+    ways, tolerance, peaks = _checkpointing_ways(model, segment), _bytes(x) // 2, {}
+    for name in ACCEPTED:           # the usual answer matches the first: measure no more than needed
+        peaks[name] = forward_backward_peak(ways[name], model, x)
+        if abs(peak - peaks[name]) <= tolerance:
+            return
+    for name, way in ways.items():  # a failure: the mistakes' peaks name the one it matches
+        if name not in peaks:
+            peaks[name] = forward_backward_peak(way, model, x)
+    sizes = _segment_sizes(depth, segment)
+    raise AssertionError(
+        f"with {depth} blocks and {called}, forward and backward peaked at {peak} bytes; "
+        f"{len(sizes)} checkpointed segments of {segment} ({'+'.join(map(str, sizes))} blocks) peak at "
+        f"{peaks['segments']} bytes: their saved inputs plus one segment's recomputed insides"
+        + _peak_hint(peak, peaks, tolerance))
 
 
 # ---------------------------------------------------------------- Exercise 4: a plan that fits
