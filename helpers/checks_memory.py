@@ -3,9 +3,10 @@
 Each check chooses the inputs, has the student's function run on them by its collector in
 helpers.collect_memory (through helpers.remote: in the same process in the student's notebook, in
 the sandboxed kernel at grading), measures the truth here (a real optimizer step, the saved-tensor
-meter, a plain forward and backward) and raises an AssertionError that names the mistake it
-recognises. An exception the student's code raised becomes an AssertionError saying what the
-lesson says about it; NotImplementedError (the unanswered stub) passes through unchanged.
+meter, the peak of a forward and backward done the reference's way and the known wrong ways) and
+raises an AssertionError that names the mistake it recognises. An exception the student's code
+raised becomes an AssertionError saying what the lesson says about it; NotImplementedError (the
+unanswered stub) passes through unchanged.
 
 At grading this module is replaced by a stub inside the sandbox (GRADER_ONLY below): its
 references are the exercises' answers, and the student's kernel never needs them.

@@ -30,6 +30,17 @@ def _require_non_empty_mapping(value, name: str) -> None:
         raise ValueError(f"{name} is empty: there is nothing to plot")
 
 
+def _inner_keys(outer: Mapping[str, Mapping[str, float]], name: str, shape: str) -> list[str]:
+    """The keys of every inner dict of {outer: {inner: value}}, in first-seen order."""
+    _require_non_empty_mapping(outer, name)
+    keys: list[str] = []
+    for outer_key, inner in outer.items():
+        if not isinstance(inner, Mapping):
+            raise TypeError(f"{name}[{outer_key!r}] must be a dict of {shape}")
+        keys += [key for key in inner if key not in keys]
+    return keys
+
+
 def plot_curves(curves: Mapping[str, Sequence[float]], *, xlabel: str, ylabel: str,
                 title: str = "", ax=None, logy: bool = False,
                 styles: Mapping[str, dict] | None = None):
@@ -70,12 +81,7 @@ def plot_bars(values: Mapping[str, float], *, ylabel: str, title: str = "", ax=N
 def plot_stacked_memory(bars: Mapping[str, Mapping[str, float]], *, ylabel: str = "MiB",
                         title: str = "", ax=None):
     """Draw one stacked bar per key from {bar: {component: amount}}; returns the Axes."""
-    _require_non_empty_mapping(bars, "bars")
-    components: list[str] = []
-    for bar_name, parts in bars.items():
-        if not isinstance(parts, Mapping):
-            raise TypeError(f"bars[{bar_name!r}] must be a dict of component -> amount")
-        components += [c for c in parts if c not in components]
+    components = _inner_keys(bars, "bars", "component -> amount")
     ax = _axes(ax)
     bottoms = [0.0] * len(bars)
     for component in components:
@@ -94,12 +100,7 @@ def plot_grouped_bars(groups: Mapping[str, Mapping[str, float]], *, ylabel: str,
     """Draw side-by-side bars from {group: {series: value}} (a series' colour is the same in every
     group); `floor`, {group: value}, marks a level under each group's bars with a dashed line (what
     is held throughout, say). Returns the Axes."""
-    _require_non_empty_mapping(groups, "groups")
-    series: list[str] = []
-    for group, values in groups.items():
-        if not isinstance(values, Mapping):
-            raise TypeError(f"groups[{group!r}] must be a dict of series -> value")
-        series += [name for name in values if name not in series]
+    series = _inner_keys(groups, "groups", "series -> value")
     if ax is None:
         import matplotlib.pyplot as plt
 
@@ -112,10 +113,10 @@ def plot_grouped_bars(groups: Mapping[str, Mapping[str, float]], *, ylabel: str,
             raise ValueError(f"series {name!r} has a negative value")
         positions = [g - 0.4 + width * (index + 0.5) for g in range(len(groups))]
         ax.bar(positions, heights, width=width, label=name)
-    for position, group in enumerate(groups):
-        if floor and group in floor:
-            ax.hlines(float(floor[group]), position - 0.4, position + 0.4, colors="black",
-                      linestyles="dashed", label=floor_label if position == 0 else None)
+    floored = [(position, group) for position, group in enumerate(groups) if floor and group in floor]
+    for drawn, (position, group) in enumerate(floored):
+        ax.hlines(float(floor[group]), position - 0.4, position + 0.4, colors="black",
+                  linestyles="dashed", label=floor_label if drawn == 0 else None)   # one legend entry
     ax.set_xticks(range(len(groups)), list(groups))
     ax.set(ylabel=ylabel, title=title)
     _legend_beside(ax)

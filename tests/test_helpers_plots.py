@@ -61,6 +61,8 @@ def test_plot_grouped_bars_puts_each_series_side_by_side():
     assert sorted(p.get_height() for p in ax.patches)[-1] == 14
     assert [t.get_text() for t in ax.get_xticklabels()] == ["Adam", "SGD"]
     assert "held" in [t.get_text() for t in ax.get_legend().get_texts()]
+    ax = plots.plot_grouped_bars(groups, ylabel="MiB", floor={"SGD": 4}, floor_label="held")
+    assert "held" in [t.get_text() for t in ax.get_legend().get_texts()]   # not only the first group's
     with pytest.raises(ValueError, match="negative value"):
         plots.plot_grouped_bars({"a": {"x": -1}}, ylabel="MiB")
 
