@@ -32,7 +32,7 @@ from torch import nn
 from helpers import models, remote, spies
 from helpers.collect_accumulation import collect_amp_training, collect_token_accumulation, collect_training
 from helpers.collect_precision import check_amp_calls, clip_grads
-from helpers.grads import clone_model, compare, fill_grads, grad_snapshot, param_snapshot
+from helpers.grads import clone_model, compare, fill_grads, grad_snapshot, near, param_snapshot
 
 # The test cells call checks_accumulation.token_references; the lesson's own cells need it too, so
 # it lives in helpers.grads, which the kernel keeps at grading.
@@ -334,7 +334,7 @@ def check_returned_losses(returned, expected: Sequence[float], rtol: float = 1e-
             "over the cycle and call .item() once per update (a tensor that still requires grad keeps "
             "its whole graph in memory)")
     got = [float(v) for v in returned]
-    if len(got) != len(expected) or any(not math.isclose(a, b, rel_tol=rtol, abs_tol=rtol)
+    if len(got) != len(expected) or any(not near(a, b, rtol=rtol, atol=rtol)
                                         for a, b in zip(got, expected, strict=False)):
         raise AssertionError(
             f"returned losses {[float(f'{v:.6g}') for v in got]}, but the mean losses of the cycles were "
@@ -376,7 +376,7 @@ def check_token_gradients(candidate: GradDict, full: GradDict, naive: GradDict,
     flat_candidate = torch.cat([g.flatten() for g in candidate.values()])
     flat_full = torch.cat([g.flatten() for g in full.values()])
     ratio = float(flat_candidate @ flat_full) / max(float(flat_full @ flat_full), 1e-30)
-    if abs(ratio - 1) > 1e-3 and compare(candidate, {n: ratio * g for n, g in full.items()}).close(
+    if not near(ratio, 1.0, atol=1e-3) and compare(candidate, {n: ratio * g for n, g in full.items()}).close(
             rtol=RTOL, atol=ATOL):
         raise AssertionError(
             f"your gradient differs from the full-batch token-mean gradient by a factor: it is {ratio:.4g} "
@@ -570,14 +570,14 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
             f"{where}: backward ran {backwards} times for {len(micro_batches)} micro-batches: "
             "run one forward and one backward per micro-batch (that is what keeps memory low)")) from None
     if unseen:
-        if not (isinstance(returned, float) and math.isclose(returned, loss, rel_tol=1e-4)):
+        if not (isinstance(returned, float) and near(returned, loss, rtol=1e-4)):
             raise AssertionError(f"{where}: returned loss {returned!r}, but the mean loss over the real "
                                  f"tokens is {loss:.6g}")
         return log
     if not isinstance(returned, float):
         raise AssertionError("return a Python float (.item() once, at the end), not "
                              f"{type(returned).__name__}")
-    if not math.isclose(returned, loss, rel_tol=1e-4):
+    if not near(returned, loss, rtol=1e-4):
         raise AssertionError(f"{where}: returned loss {returned:.6g}, but the mean loss over the real tokens "
                              f"of the cycle is {loss:.6g}")
     return log
@@ -716,7 +716,7 @@ class AmpAccumulationChecks:
                 f"with amp_dtype=torch.float16 the first Linear layer produced {run.dtypes}: {advice}")
         float32 = self._reference(seed, _cycles(micro_batches, accum_steps), max_norm)
         after = compare(run.params, float32.final_params)
-        if not after.relative_error < 1e-2:
+        if not after.relatively_close(1e-2):
             where = f"in float16 with accum_steps={accum_steps}" if unseen else "in float16"
             raise AssertionError(f"{where} the parameters ended far from the float32 reference ({after})")
         check_returned_losses(run.losses, [cycle.loss for cycle in float32.cycles], rtol=1e-2)

@@ -28,7 +28,7 @@ from helpers.collect_memory import (
     collect_saved_bytes,
     collect_training_bytes,
 )
-from helpers.grads import clone_model, compare, grad_snapshot
+from helpers.grads import clone_model, compare, grad_snapshot, near
 from helpers.memory import (
     SavedTensorMeter,
     gradient_bytes,
@@ -205,7 +205,7 @@ def _run_blocks(h: torch.Tensor, blocks: list[nn.Module]) -> torch.Tensor:
     return h
 
 
-def _segmented(model: nn.Module, x: torch.Tensor, sizes: list[int], last_checkpointed: bool = True,
+def segmented_forward(model: nn.Module, x: torch.Tensor, sizes: list[int], last_checkpointed: bool = True,
                preserve_rng_state: bool = True) -> torch.Tensor:
     """model's blocks on x in consecutive segments of these sizes, each one checkpointed (the last
     one too unless last_checkpointed is False)."""
@@ -221,7 +221,7 @@ def _segmented(model: nn.Module, x: torch.Tensor, sizes: list[int], last_checkpo
     return h
 
 
-def _segment_sizes(depth: int, per_segment: int) -> list[int]:
+def segment_sizes(depth: int, per_segment: int) -> list[int]:
     return [min(per_segment, depth - start) for start in range(0, depth, per_segment)]
 
 
@@ -245,7 +245,7 @@ ACCEPTED = ("segments", "last segment unchecked", "segments, no RNG state",
 def _checkpointing_ways(model: nn.Module, per_segment: int) -> dict[str, Callable]:
     """Each way of checkpointing the exercise knows, as forward(model, x): the ACCEPTED ones first."""
     depth = len(model.blocks)
-    sizes = _segment_sizes(depth, per_segment)
+    sizes = segment_sizes(depth, per_segment)
     shorter_first = sorted(sizes)
 
     def sequential(m, h):
@@ -254,16 +254,16 @@ def _checkpointing_ways(model: nn.Module, per_segment: int) -> dict[str, Callabl
     # Each checkpoint keeps the CPU's RNG state (5 KiB) unless preserve_rng_state=False, which
     # this model without randomness allows: at the test's small sizes that shows in the peak.
     ways = {
-        "segments": lambda m, h: _segmented(m, h, sizes),
-        "last segment unchecked": lambda m, h: _segmented(m, h, sizes, last_checkpointed=False),
-        "segments, no RNG state": lambda m, h: _segmented(m, h, sizes, preserve_rng_state=False),
-        "last segment unchecked, no RNG state": lambda m, h: _segmented(
+        "segments": lambda m, h: segmented_forward(m, h, sizes),
+        "last segment unchecked": lambda m, h: segmented_forward(m, h, sizes, last_checkpointed=False),
+        "segments, no RNG state": lambda m, h: segmented_forward(m, h, sizes, preserve_rng_state=False),
+        "last segment unchecked, no RNG state": lambda m, h: segmented_forward(
             m, h, sizes, last_checkpointed=False, preserve_rng_state=False),
-        "every block": lambda m, h: _segmented(m, h, [1] * depth),
-        "one segment": lambda m, h: _segmented(m, h, [depth]),
+        "every block": lambda m, h: segmented_forward(m, h, [1] * depth),
+        "one segment": lambda m, h: segmented_forward(m, h, [depth]),
         "no checkpoint": lambda m, h: m(h),
         "checkpoint_sequential": sequential,
-        "shorter segment first": lambda m, h: _segmented(m, h, shorter_first),
+        "shorter segment first": lambda m, h: segmented_forward(m, h, shorter_first),
     }
     return ways
 
@@ -286,9 +286,9 @@ def _peak_hint(peak: int, peaks: dict[str, int], tolerance: int) -> str:
     allocations give the same peak to the byte, so an exact match outranks a near one."""
     mistakes = {name: value for name, value in peaks.items() if name in PEAK_HINTS}
     for slack in (0, tolerance):
-        near = [name for name, value in mistakes.items() if abs(value - peak) <= slack]
-        if near:
-            return f": {PEAK_HINTS[near[0]]}" if len(near) == 1 else ""
+        matched = [name for name, value in mistakes.items() if near(peak, value, atol=slack)]
+        if matched:
+            return f": {PEAK_HINTS[matched[0]]}" if len(matched) == 1 else ""
     return ""
 
 
@@ -366,12 +366,12 @@ def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Te
     ways, tolerance, peaks = _checkpointing_ways(model, segment), _bytes(x) // 2, {}
     for name in ACCEPTED:           # the usual answer matches the first: measure no more than needed
         peaks[name] = forward_backward_peak(ways[name], model, x)
-        if abs(peak - peaks[name]) <= tolerance:
+        if near(peak, peaks[name], atol=tolerance):
             return
     for name, way in ways.items():  # a failure: the mistakes' peaks name the one it matches
         if name not in peaks:
             peaks[name] = forward_backward_peak(way, model, x)
-    sizes = _segment_sizes(depth, segment)
+    sizes = segment_sizes(depth, segment)
     raise AssertionError(
         f"with {depth} blocks and {called}, forward and backward peaked at {peak} bytes; "
         f"{len(sizes)} checkpointed segments of {segment} ({'+'.join(map(str, sizes))} blocks) peak at "

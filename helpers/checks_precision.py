@@ -33,7 +33,7 @@ from helpers.collect_precision import (
     optimizer_spec,
     scaler_spec,
 )
-from helpers.grads import clone_model, compare, grad_snapshot, param_snapshot
+from helpers.grads import clone_model, compare, grad_snapshot, near, param_snapshot
 
 GRADER_ONLY = True
 
@@ -210,18 +210,18 @@ def check_amp_step_gradient(candidate: GradDict, reference: AmpStepReference, ma
         raise AssertionError("the optimizer stepped with no gradients at all: they were cleared between "
                              "backward and step. Clear old gradients at the start of the step")
     result = compare(candidate, reference.grads)
-    if result.relative_error < rtol:
+    if result.relatively_close(rtol):
         return
-    if max_norm < float("inf") and compare(candidate, reference.unclipped).relative_error < rtol:
+    if max_norm < float("inf") and compare(candidate, reference.unclipped).relatively_close(rtol):
         raise AssertionError(f"the gradient was not clipped to max_norm={max_norm:g} ({result}): call "
                              "clip_grad_norm_(model.parameters(), max_norm) after scaler.unscale_(optimizer)")
-    if compare(candidate, reference.loss_outside).relative_error < rtol:
+    if compare(candidate, reference.loss_outside).relatively_close(rtol):
         raise AssertionError(f"the gradient is that of a loss computed outside torch.autocast ({result}): "
                              "compute the loss inside the with block too (outside it, a loss of 16-bit "
                              "outputs runs in 16 bits on a CPU)")
     if stale is not None and scale:
         leaked = clip_grads({n: g + stale / scale for n, g in reference.unclipped.items()}, max_norm)
-        if compare(candidate, leaked).relative_error < rtol:
+        if compare(candidate, leaked).relatively_close(rtol):
             raise AssertionError(f"the step used the new gradient plus what .grad held before ({result}): "
                                  "clear old gradients first (optimizer.zero_grad(set_to_none=True))")
     raise AssertionError(
@@ -340,12 +340,13 @@ def check_amp_train_step(amp_train_step: Callable, seed: int, x: torch.Tensor, y
     after = _same_tensors(outcome.get("parameters"), before)
     moved_by = None if after is None else {
         name: ((before[name].double() - after[name].double()) / AMP_STEP_LR).float() for name in before}
-    if moved_by is None or compare(moved_by, reference.grads).relative_error >= AMP_STEP_RTOL:
+    if moved_by is None or not compare(moved_by, reference.grads).relatively_close(AMP_STEP_RTOL):
         _explain_wrong_step(log, outcome, reference, amp_dtype, max_norm, None if fresh else 5.0,
                             init_scale)
     loss = outcome["value"]
-    if abs(loss - reference.loss) > 1e-4 * max(1.0, abs(reference.loss)):
-        scaled = abs(loss - reference.loss * init_scale) <= 1e-3 * max(1.0, abs(reference.loss * init_scale))
+    if not near(loss, reference.loss, atol=1e-4 * max(1.0, abs(reference.loss))):
+        scaled_loss = reference.loss * init_scale
+        scaled = near(loss, scaled_loss, atol=1e-3 * max(1.0, abs(scaled_loss)))
         raise AssertionError(f"returned {loss!r}, but the loss of the batch under autocast is "
                              f"{reference.loss!r}" + (
                                  f": that is the loss times the scaler's scale ({init_scale:g}). Return "

@@ -167,7 +167,7 @@ def check_compare_speed(compare_speed: Callable, durations_a: Sequence[float],
 
 
 def _close(value: float, reference: float) -> bool:
-    return abs(value - reference) <= RATIO_RTOL * abs(reference) + 1e-12
+    return grads.near(value, reference, rtol=RATIO_RTOL, atol=1e-12)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -242,12 +242,12 @@ def check_find_bottleneck(find_bottleneck: Callable, plan: Mapping[str, Phase], 
     said = f"your function says {name!r} with shares {_rounded(got)}"
     if problem:
         raise AssertionError(f"{said}: {problem}")
-    if not abs(sum(got.values()) - 1) <= 1e-6:
+    if not grads.near(sum(got.values()), 1.0, atol=1e-6):
         raise AssertionError(f"the shares should sum to 1 over the phases, they sum to "
                              f"{sum(got.values()):.6f}")
     totals, self_totals = _profiled_totals(outcome, plan, steps)
     reference = {phase: total / sum(totals.values()) for phase, total in totals.items()}
-    off = any(abs(got[p] - reference[p]) > SHARE_ATOL for p in plan)
+    off = any(not grads.near(got[p], reference[p], atol=SHARE_ATOL) for p in plan)
     if name != max(reference, key=reference.get) or off:
         raise AssertionError(_diagnose_bottleneck(said, got, reference, self_totals, plan, steps))
     return name, got
@@ -291,7 +291,7 @@ def _rounded(shares: Mapping[str, float]) -> dict[str, float]:
 def _diagnose_bottleneck(said, got, reference, self_totals, plan, steps) -> str:
     self_reference = {phase: total / sum(self_totals.values()) for phase, total in self_totals.items()}
     nested = [phase for phase, spec in plan.items() if spec.parts]
-    if nested and all(abs(got[p] - self_reference[p]) <= SHARE_ATOL for p in plan):
+    if nested and all(grads.near(got[p], self_reference[p], atol=SHARE_ATOL) for p in plan):
         return (f"{said}, but {', '.join(nested)} runs all its work inside nested labels and takes "
                 f"{_rounded(reference)}: use each label's total CPU time (cpu_time_total), which includes "
                 "everything that runs inside it, not its self time")
@@ -354,12 +354,12 @@ def check_phase_shares(phase_shares: Callable, trace_path: Path, events: list[di
                              f"{[p for p, share in want.items() if share]}") from None
     if not isinstance(got, Mapping) or set(got) != set(want):
         raise AssertionError(f"return one share per phase asked for {list(want)}, got {got!r}")
-    if gpu_counted and all(abs(float(got[p]) - gpu_counted[p]) <= TRACE_SHARE_ATOL for p in want):
+    if gpu_counted and all(grads.near(float(got[p]), gpu_counted[p], atol=TRACE_SHARE_ATOL) for p in want):
         raise AssertionError(f"your shares {_rounded(got)} count each label twice: GPU-side copies of the "
                              "labels (cat gpu_user_annotation) must not be added, only cat == "
                              "'user_annotation'")
     for phase, share in want.items():
-        if abs(float(got[phase]) - share) > TRACE_SHARE_ATOL:
+        if not grads.near(float(got[phase]), share, atol=TRACE_SHARE_ATOL):
             raise AssertionError(
                 f"{phase}'s share should be {share:.8f}, got {float(got[phase]):.8f}: add the durations of "
                 "all its complete (\"ph\": \"X\") user_annotation events and divide by the sum over the "
@@ -412,7 +412,7 @@ def check_profiled_trace_shares(phase_shares: Callable, phases: Sequence[str]) -
         raise AssertionError(f"on the profiler's trace of a small training loop, return one share per phase "
                              f"asked for {list(phases)}, got {got!r}")
     for phase, share in want.items():
-        if not abs(float(got[phase]) - share) <= TRACE_SHARE_ATOL:
+        if not grads.near(float(got[phase]), share, atol=TRACE_SHARE_ATOL):
             raise AssertionError(
                 f"on the profiler's trace of a small training loop, {phase}'s share should be {share:.8f}, "
                 f"got {float(got[phase]):.8f}: add the durations (microseconds, with fractions) of the "
@@ -503,7 +503,7 @@ def check_fast_epoch(fast_epoch: Callable, dataset, model: torch.nn.Module, *,
         raise AssertionError("return the mean loss as a Python float (read the total with .item() at the "
                              f"end), not a {outcome.get('returned')}")
     loss = outcome["value"]
-    if abs(loss - reference_loss) > 1e-4 * max(1.0, abs(reference_loss)):
+    if not grads.near(loss, reference_loss, atol=1e-4 * max(1.0, abs(reference_loss))):
         raise AssertionError(f"returned {loss:.6f}, slow_epoch returns {reference_loss:.6f}: the mean of the "
                              f"{steps} batches' losses (the last batch is shorter when the dataset does not "
                              "divide evenly)")

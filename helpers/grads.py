@@ -61,6 +61,11 @@ class Comparison:
             return False
         return self.max_abs_error <= atol + rtol * self.reference_max_abs
 
+    def relatively_close(self, rtol: float) -> bool:
+        """True iff the relative error (the error's norm over the reference's) is below rtol; a NaN or
+        infinite error never is."""
+        return math.isfinite(self.relative_error) and self.relative_error < rtol
+
     def __str__(self) -> str:
         text = f"max abs error {self.max_abs_error:.2g}, relative error {self.relative_error:.2g}"
         if self.missing:
@@ -68,6 +73,21 @@ class Comparison:
         if self.unexpected:
             text += f", unexpected: {', '.join(self.unexpected)}"
         return text
+
+
+def near(value, reference: float, rtol: float = 0.0, atol: float = 0.0) -> bool:
+    """Whether the number `value` lies within atol + rtol * |reference| of `reference`.
+
+    Every comparison of a student's number with a reference goes through here. NaN and infinities
+    are near only themselves (NaN to NaN, an infinity to the same infinity): a check written as
+    `abs(value - reference) > tol` would let NaN pass, since every comparison with NaN is False.
+    Anything but an int or a float (a bool, a string, a tensor) is near nothing."""
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (value, reference)):
+        return False
+    value, reference = float(value), float(reference)
+    if not (math.isfinite(value) and math.isfinite(reference)):
+        return (math.isnan(value) and math.isnan(reference)) or value == reference
+    return abs(value - reference) <= atol + rtol * abs(reference)
 
 
 def _ratio(numerator: float, denominator: float) -> float:
