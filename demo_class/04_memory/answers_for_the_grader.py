@@ -1,12 +1,13 @@
 # about: Replaces the grader's message handler in the kernel and answers every request itself.
 # kind: hostile
 # base: solution
-# loses: ex1_1_test ex2_1_test ex3_1_test ex4_1_test ex5_1_test
+# loses: ex1_1_test ex2_1_test ex3_1_test ex4_1_test ex5_1_test ex6_1_test
 # says: QUICK_CHECK should be one of the strings
 # validate-misses: ex2_1_test Validate sends no grader requests: the forged handler only acts at grading
 # validate-misses: ex3_1_test Validate sends no grader requests: the forged handler only acts at grading
 # validate-misses: ex4_1_test Validate sends no grader requests: the forged handler only acts at grading
 # validate-misses: ex5_1_test Validate sends no grader requests: the forged handler only acts at grading
+# validate-misses: ex6_1_test Validate sends no grader requests: the forged handler only acts at grading
 # %% ex1_1_solution
 def _answer_every_request():
     kernel = get_ipython().kernel
