@@ -25,6 +25,9 @@ MAX_DEPTH = 64
 MAX_ITEMS = 200_000
 MAX_STRING = 1_000_000
 MAX_TENSOR_BYTES = 256 * 2**20
+# All the tensors of one decoded value together: a reply past it is the student's failure, and the
+# grader's memory stays bounded whatever a kernel sends.
+MAX_DECODED_BYTES = 512 * 2**20
 # Where the kernel may resolve a function or class the grader names; the kernel never sends these.
 TRUSTED_PREFIXES = ("torch.", "helpers.", "math.")
 _DTYPES = {str(dtype).removeprefix("torch."): dtype for dtype in (
@@ -168,6 +171,8 @@ class _Decoder:
         self.buffers, self.objects = list(buffers), objects
         self.seen: list[object] = []
         self.items = 0
+        self.used_buffers: set[int] = set()
+        self.decoded_bytes = 0
 
     def tensor(self, node: dict) -> torch.Tensor:
         dtype = _DTYPES.get(node.get("dtype"))
@@ -177,14 +182,22 @@ class _Decoder:
         index = node.get("buffer")
         if type(index) is not int or not 0 <= index < len(self.buffers):
             raise WireError("a tensor without its bytes")
-        raw = bytes(self.buffers[index])
-        count = math.prod(shape)
-        size = count * torch.empty((), dtype=dtype).element_size()
+        # encode gives each tensor a buffer of its own and sends a repeat as a "ref": a buffer named
+        # twice would be copied once per name, a reply that grows many times its size here.
+        if index in self.used_buffers:
+            raise WireError("two tensors that name the same bytes")
+        self.used_buffers.add(index)
+        raw = self.buffers[index]
+        size = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
         if len(raw) != size or size > MAX_TENSOR_BYTES:
             raise WireError("a tensor whose bytes do not match its shape")
+        self.decoded_bytes += size
+        if self.decoded_bytes > MAX_DECODED_BYTES:
+            raise WireError(f"tensors of more than {MAX_DECODED_BYTES // 2**20} MiB in all")
+        # One copy, which the tensor owns: the received buffer stays read-only and untouched.
         flat = (torch.frombuffer(bytearray(raw), dtype=torch.uint8) if size
                 else torch.empty(0, dtype=torch.uint8))
-        tensor = flat.view(dtype).reshape(shape).clone()
+        tensor = flat.view(dtype).reshape(shape)
         if self.objects and node.get("parameter"):
             tensor = nn.Parameter(tensor, requires_grad=bool(node.get("requires_grad")))
         elif node.get("requires_grad") is True and tensor.is_floating_point():

@@ -331,3 +331,34 @@ def test_a_package_handed_in_beside_the_notebook_does_not_replace_the_courses(tm
                                          f"assert helpers.__file__.startswith({str(REPO_HELPERS)!r})")],
                            tmp_path)
     assert errors(executed[1]) == [], executed[1].outputs
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "off"])   # a forked kernel; one started as a command
+def test_what_a_kernel_writes_to_its_fds_reaches_the_graders_stderr_capped_and_harmless(tmp_path, capfd,
+                                                                                         sandbox):
+    flood = ("import os\nos.write(1, b'\\x1b]0;retitled\\x07' + b'o' * 3_000_000)\n"
+             "os.write(2, b'\\x1b[2J' + b'e' * 3_000_000)\nprint('printed')")
+    cells = run([flood, "print('after')"], tmp_path, max_output_chars=10_000, sandbox=sandbox)
+    assert text(cells[1]) == "after\n"
+    # ipykernel watches fds 1 and 2 unless PYTEST_CURRENT_TEST is set, as it is without the sandbox's
+    # clean environment: there the bytes go only to the descriptors the kernel started with.
+    assert "output cut at 10,000 characters" in text(cells[0]) or sandbox == "off"
+    seen = capfd.readouterr()
+    grader_log = seen.out + seen.err
+    assert len(grader_log) < 64 * 1024, f"the grader's stdout and stderr got {len(grader_log):,} characters"
+    assert "\x1b" not in grader_log and "\x07" not in grader_log
+
+
+def test_the_relay_keeps_the_first_bytes_and_counts_the_rest():
+    import io
+    import os
+
+    from course_tools.grading.kernel_output import KernelOutputRelay
+
+    sink = io.StringIO()
+    relay = KernelOutputRelay(kept=10, sink=sink)
+    os.write(relay.write_fd, b"\x1b[31mred\xc2\x9b and the rest of a long line")
+    relay.close_writer()
+    relay.join(5)
+    assert sink.getvalue().startswith("?[31mred?\n")
+    assert "28 more bytes" in sink.getvalue()

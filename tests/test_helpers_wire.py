@@ -131,3 +131,36 @@ def test_fake_machines_and_slow_datasets_travel_to_the_kernel_whole():
     assert machine_copy.events == machine.events and machine_copy.now == machine.now
     assert len(dataset_copy) == 6 and all(torch.equal(a, b) for a, b in zip(dataset_copy[4], dataset[4],
                                                                             strict=True))
+
+
+def test_a_reply_whose_tensors_share_one_buffer_is_refused_before_it_grows():
+    """Many tensor nodes naming one 16 MiB buffer once made the grader copy it per node (1 GiB)."""
+    import tracemalloc
+
+    node = {"t": "tensor", "buffer": 0, "shape": [4 * 2**20], "dtype": "float32"}
+    tree = {"t": "list", "items": [node] * 64}
+    buffer = bytes(16 * 2**20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(wire.WireError, match="name the same bytes"):
+            wire.decode(tree, [buffer])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 2**20, f"decoding grew the process by {peak / 2**20:.0f} MiB"
+
+
+def test_the_tensors_of_one_reply_are_capped_in_all(monkeypatch):
+    monkeypatch.setattr(wire, "MAX_DECODED_BYTES", 1000)
+    tree, buffers = wire.encode([torch.zeros(100), torch.zeros(100), torch.zeros(100)])
+    with pytest.raises(wire.WireError, match="in all"):
+        wire.decode(tree, buffers)
+    assert len(wire.decode(*wire.encode([torch.zeros(100), torch.zeros(100)]))) == 2
+
+
+def test_a_decoded_tensor_owns_its_bytes():
+    buffer = bytearray(torch.arange(4, dtype=torch.float32).numpy().tobytes())
+    tree = {"t": "tensor", "buffer": 0, "shape": [4], "dtype": "float32"}
+    tensor = wire.decode(tree, [buffer])
+    buffer[:4] = bytes(4)
+    assert tensor.tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -89,3 +89,54 @@ def test_a_call_that_never_returns_is_interrupted(tmp_path):
                    "def answer(a, b):\n    return a * b", "TEST", timeout=3)
     assert TIMED_OUT in dict(errors(cells[2]))
     assert errors(cells[4]) == []
+
+
+def test_a_reply_too_large_to_read_fails_its_test_and_grading_goes_on(tmp_path):
+    huge = "import torch\ndef answer(a, b):\n    return torch.zeros(24 * 2**20)"   # 96 MiB of float32
+    cells = judged(tmp_path, huge, "TEST", "def answer(a, b):\n    return a * b", "TEST")
+    [(name, message)] = errors(cells[2])
+    assert name == "AssertionError" and "96 MiB of tensors, more than the 64 MiB a check reads" in message
+    assert errors(cells[4]) == []
+
+
+def test_what_a_test_prints_of_a_students_value_is_capped(tmp_path):
+    shout = "def answer(a, b):\n    return 'x' * 900_000"
+    test = graded("ex_test", "print(answer(3, 4))", grade=True, points=1)
+    notebook = new_notebook(cells=[graded("setup", SETUP), new_code_cell(shout), test])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    executor = GuardedExecute(guard=True, sandbox="off", kernel_name="python3", max_output_chars=10_000)
+    executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(tmp_path)},
+                                                 "nbgrader": {"assignment": "a1"}})
+    printed = text(executed.cells[2])
+    assert len(printed) < 11_000 and "output cut at 10,000 characters" in printed
+
+
+def test_the_restored_note_names_what_was_patched_in_a_few_short_names(tmp_path):
+    patch = ("from helpers import remote\n"
+             "for n in range(20):\n    setattr(remote.Raised, str(n) * 100_000, 1)\n"
+             "def answer(a, b):\n    return a * b")
+    cells = judged(tmp_path, patch, "TEST")
+    note = text(cells[2])
+    assert "The grader restored what the notebook's code had replaced" in note
+    assert len(note) < 2_000 and "and 12 more" in note
+    assert errors(cells[2]) == []
+
+
+def test_nothing_the_setup_cell_makes_in_a_temporary_folder_outlives_the_notebook(tmp_path):
+    """The grader runs the setup cell in its own process too (lessons 03 and 04 make a folder there)."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    made_here = f"setup-made-{os.getpid()}-"     # by the grader's process, not the kernel's
+    setup = SETUP + "\nimport os, tempfile\nSCRATCH = tempfile.mkdtemp(prefix=f'setup-made-{os.getpid()}-')"
+    cells = [graded("setup", setup), new_code_cell("def answer(a, b):\n    return a * b"),
+             graded("ex_test", TEST, grade=True, points=1)]
+    notebook = new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    executor = GuardedExecute(guard=True, sandbox="off", kernel_name="python3")
+    executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(tmp_path)},
+                                                 "nbgrader": {"assignment": "a1"}})
+    assert errors(executed.cells[2]) == []
+    assert not list(Path(tempfile.gettempdir()).glob(made_here + "*"))
+    assert not list(Path(tempfile.gettempdir()).glob(f"course-grader-*/{made_here}*"))

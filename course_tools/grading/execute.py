@@ -28,6 +28,7 @@ from pathlib import Path
 from time import monotonic
 
 from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKernelError
+from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode, default
@@ -48,6 +49,7 @@ from course_tools.grading.guard_channel import (
     note_output,
 )
 from course_tools.grading.kernel_messages import CheckedSession
+from course_tools.grading.kernel_output import KernelOutputRelay
 from course_tools.grading.sandbox import SandboxedKernelManager, grading_sandbox
 from course_tools.grading.verdict import GraderSideTests
 
@@ -112,6 +114,17 @@ class GuardedExecute(Execute):
         # 5 s submission) for Python and torch to tear themselves down.
         return "immediate"
 
+    async def async_start_new_kernel(self, **kwargs) -> None:
+        """Start the kernel with a capped relay as its stdout and stderr, never the grader's own."""
+        relay = KernelOutputRelay()
+        try:
+            await super().async_start_new_kernel(stdout=relay.write_fd, stderr=relay.write_fd, **kwargs)
+        finally:
+            relay.close_writer()
+
+    # nbclient binds start_new_kernel to its own coroutine: bind it to this one.
+    start_new_kernel = run_sync(async_start_new_kernel)
+
     def create_kernel_manager(self):
         status = grading_sandbox(self.sandbox)
         if status.available:
@@ -175,6 +188,26 @@ class GuardedExecute(Execute):
             outs.append(note_output(f"\n... output cut at {limit:,} characters (the grader keeps "
                                     f"{self.max_output_chars:,} per cell and "
                                     f"{self.max_notebook_output_chars:,} per notebook) ...\n"))
+
+    def append_output(self, cell, cell_index: int, output) -> None:
+        """An output the grader itself writes into a cell (what a test printed, a note, a failure):
+        charged against the same caps as the kernel's outputs. An error is shortened, never dropped."""
+        if output.get("output_type") == "error":
+            output["evalue"] = str(output.get("evalue", ""))[:ERROR_TEXT_CHARS]
+            output["traceback"] = self._shortened(output.get("traceback") or [])
+            self._charge(cell_index, output_chars(output))
+            cell.outputs.append(output)
+            return
+        room, size = self._room_for_output(cell_index), output_chars(output)
+        if size > room and "text" in output and room > 0:
+            output["text"], size = str(output["text"])[:room], room
+        elif size > room:
+            self._note_cut(cell.outputs, cell_index)
+            return
+        self._charge(cell_index, size)
+        cell.outputs.append(output)
+        if self._room_for_output(cell_index) <= 0:
+            self._note_cut(cell.outputs, cell_index)
 
     def output(self, outs, msg, display_id, cell_index):
         if self.clear_before_next_output:
@@ -360,6 +393,16 @@ class GuardedExecute(Execute):
         self._cut_cells: set[int] = set()
         self._rejected_by_executor: list[str] = []
         code_cells = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
+        try:
+            self._run_cells_with_fresh_kernels(code_cells)
+        finally:
+            self._grader_tests.close()   # what the tests made here goes with the notebook
+        self._results_are_not_scores()
+        self._write_cell_times()
+        return self.nb, self.resources
+
+    def _run_cells_with_fresh_kernels(self, code_cells: list[int]) -> None:
+        """Run every code cell; a kernel lost in a cell is replaced, and the cells above replayed."""
         start, restarts = 0, 0
         while True:
             try:
@@ -390,9 +433,6 @@ class GuardedExecute(Execute):
                 if restarts > self.max_kernel_restarts:
                     self._not_run(start, DIED, "not run: the kernel died too many times in the cells above")
                     break
-        self._results_are_not_scores()
-        self._write_cell_times()
-        return self.nb, self.resources
 
     def _demonstrations_to_skip(self) -> set[int]:
         if not (self.guard and self.skip_demonstrations) or "nbgrader" not in self.resources:

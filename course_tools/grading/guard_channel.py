@@ -68,9 +68,14 @@ def note_output(text: str) -> NotebookNode:
     return NotebookNode(output_type="stream", name="stdout", text=text)
 
 
-def restored_note(undone: list[str], shown: int = 8) -> str:
-    """What a test cell's feedback says when the guard put back what a cell had replaced."""
-    names = ", ".join(undone[:shown]) + (f" and {len(undone) - shown} more" if len(undone) > shown else "")
+def restored_note(undone: list[str], shown: int = 8, name_chars: int = 80) -> str:
+    """What a test cell's feedback says when the guard put back what a cell had replaced: at most
+    `shown` names of at most `name_chars` characters each (the names are the kernel's to choose)."""
+    def short(name: str) -> str:
+        return name if len(name) <= name_chars else name[:name_chars] + "..."
+
+    names = ", ".join(short(name) for name in undone[:shown]) + (
+        f" and {len(undone) - shown} more" if len(undone) > shown else "")
     return (f"The grader restored what the notebook's code had replaced before this test ran: {names}. "
             "Tests run with the real functions.\n")
 

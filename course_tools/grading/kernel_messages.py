@@ -14,6 +14,11 @@ from jupyter_client.session import Session
 
 # The type of the inert message that replaces a rejected one.
 REJECTED = "course_rejected_message"
+# The most a guard's reply may carry in tensor bytes, and the most all the replies of one notebook
+# may carry together. A reply holds a collector's plain data, kilobytes at the exercises' sizes: a
+# larger one is dropped as soon as it arrives, and fails the test that asked for it.
+MAX_REPLY_BYTES = 64 * 2**20
+MAX_NOTEBOOK_REPLY_BYTES = 512 * 2**20
 
 
 def _is_well_formed(message: dict, with_content: bool) -> bool:
@@ -49,3 +54,4 @@ class CheckedSession(Session):
                   "username": "", "date": None, "version": "5.3"}
         return {"header": header, "msg_id": header["msg_id"], "msg_type": REJECTED, "parent_header": {},
                 "metadata": {}, "content": {}, "buffers": []}
+

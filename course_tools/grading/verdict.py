@@ -16,6 +16,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import io
+import tempfile
 
 from IPython.core.inputtransformer2 import TransformerManager
 
@@ -30,6 +31,7 @@ from course_tools.grading.guard_channel import (
     note_output,
     restored_note,
 )
+from course_tools.grading.kernel_messages import MAX_NOTEBOOK_REPLY_BYTES, MAX_REPLY_BYTES
 
 
 class CallLost(BaseException):
@@ -45,9 +47,32 @@ def _compiled(source: str, filename: str):
     return compile(TransformerManager().transform_cell(source), filename, "exec", dont_inherit=True)
 
 
-def _note_undone(cell, reply: dict) -> None:
-    if reply.get("undone"):
-        cell.outputs.append(note_output(restored_note(reply["undone"])))
+class CappedText(io.TextIOBase):
+    """A text stream that keeps its first `limit` characters and counts the rest: what a test prints
+    here (a student's returned value, say) never grows the grader past the output caps."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit, self.kept, self.dropped = limit, [], 0
+        self._size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        room = self.limit - self._size
+        if room > 0:
+            self.kept.append(text[:room])
+            self._size += min(len(text), room)
+        self.dropped += max(len(text) - max(room, 0), 0)
+        return len(text)
+
+    def take(self) -> str:
+        """What was written since the last take, with a line saying how much was dropped."""
+        text = "".join(self.kept) + (f"\n... {self.dropped:,} more characters printed by the test, not kept\n"
+                                     if self.dropped else "")
+        self.kept, self.dropped, self._size = [], 0, 0
+        return text
 
 
 class GraderSideTests:
@@ -56,6 +81,49 @@ class GraderSideTests:
     def __init__(self, executor):
         self.executor = executor
         self.namespace: dict | None = None
+        self._printed: CappedText | None = None
+        self._reply_bytes = 0
+        # What the setup and test cells make in temporary folders here (lesson 04's snapshot folder,
+        # say) lives in one folder per graded notebook, removed with it (close()).
+        self._scratch = tempfile.TemporaryDirectory(prefix="course-grader-")
+
+    def close(self) -> None:
+        self._scratch.cleanup()
+
+    @contextlib.contextmanager
+    def _in_scratch(self):
+        saved, tempfile.tempdir = tempfile.tempdir, self._scratch.name
+        try:
+            yield
+        finally:
+            tempfile.tempdir = saved
+
+    def _bounded_buffers(self, reply: dict, what: str) -> list:
+        """The reply's tensor bytes, or a failure when they pass what one reply, or all of this
+        notebook's replies together, may carry (kernel_messages.MAX_REPLY_BYTES and
+        MAX_NOTEBOOK_REPLY_BYTES): they are dropped at once, so the grader holds none of them."""
+        buffers = reply.pop("buffers", None) or []
+        size = sum(len(buffer) for buffer in buffers) if isinstance(buffers, list) else 0
+        self._reply_bytes += size
+        if size > MAX_REPLY_BYTES:
+            buffers.clear()
+            raise AssertionError(f"{what} holds {size / 2**20:.0f} MiB of tensors, more than the "
+                                 f"{MAX_REPLY_BYTES // 2**20} MiB a check reads: return what the exercise "
+                                 "asks for, at the size the test gives")
+        if self._reply_bytes > MAX_NOTEBOOK_REPLY_BYTES:
+            buffers.clear()
+            raise CallLost(f"the kernel's answers passed {MAX_NOTEBOOK_REPLY_BYTES // 2**20} MiB in this "
+                           "notebook")
+        return list(buffers)
+
+    def _output(self, cell, index: int, output) -> None:
+        """An output the grader writes into test cell `index`: capped as the kernel's are."""
+        self.executor.append_output(cell, index, output)
+
+    def _note_undone(self, cell, index: int, reply: dict) -> None:
+        undone = reply.get("undone")
+        if undone and isinstance(undone, list):
+            self._output(cell, index, note_output(restored_note([str(name) for name in undone[:50]])))
 
     def _setup_namespace(self) -> dict:
         """The read-only cells that are not tests (the setup cell), run here once, output dropped."""
@@ -63,8 +131,9 @@ class GraderSideTests:
             namespace = {"__name__": "__course_tests__"}
             for cell in self.executor.nb.cells:
                 if is_read_only(cell) and not is_test(cell):
-                    quiet = io.StringIO()
-                    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+                    quiet = CappedText(0)
+                    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), \
+                            self._in_scratch():
                         exec(_compiled(cell.source, "<setup cell>"), namespace)
             self.namespace = namespace
         return self.namespace
@@ -72,11 +141,13 @@ class GraderSideTests:
     def _students_names(self, index: int, cell, names: list[str]) -> dict:
         from helpers import remote, wire
 
-        reply = self.executor.guard_channel.ask(index, "describe", 60, outputs_into=cell, names=names)
+        # As long as a call may take, and never past the notebook's time budget.
+        reply = self.executor.guard_channel.ask(index, "describe", min(60, self.executor.cell_timeout()),
+                                                outputs_into=cell, names=names)
         if reply is None or reply.get("status") != "ok":
             raise CallLost("the kernel did not say what the notebook defines")
-        _note_undone(cell, reply)
-        values = wire.decode(reply.get("values"), reply.get("buffers") or [])
+        self._note_undone(cell, index, reply)
+        values = wire.decode(reply.get("values"), self._bounded_buffers(reply, "the notebook's values"))
         found = {}
         for name in names:
             kind = reply["kinds"].get(name)
@@ -91,7 +162,8 @@ class GraderSideTests:
     def _channel(self, index: int, cell):
         def call(collector: str, function: str, inputs, buffers):
             executor = self.executor
-            self._flush_printed(cell)   # what the check printed so far comes before the student's output
+            # What the check printed so far comes before the student's output.
+            self._flush_printed(cell, index)
             reply = executor.guard_channel.ask(index, "call", executor.cell_timeout(), outputs_into=cell,
                                                buffers=buffers, collector=collector, function=function,
                                                inputs=inputs)
@@ -108,17 +180,17 @@ class GraderSideTests:
                     raise NameError(reply.get("evalue"))
                 raise CallLost(f"the kernel could not run the check: {reply.get('ename')}: "
                                f"{reply.get('evalue')}")
-            _note_undone(cell, reply)
-            return reply.get("result"), list(reply.get("buffers") or [])
+            self._note_undone(cell, index, reply)
+            buffers = self._bounded_buffers(reply, f"what {function} returned")
+            return reply.get("result"), buffers
 
         return call
 
-    def _flush_printed(self, cell) -> None:
-        printed = getattr(self, "_printed", None)
-        if printed is not None and printed.getvalue():
-            cell.outputs.append(note_output(printed.getvalue()))
-            printed.seek(0)
-            printed.truncate()
+    def _flush_printed(self, cell, index: int) -> None:
+        if self._printed is not None:
+            text = self._printed.take()
+            if text:
+                self._output(cell, index, note_output(text))
 
     def run(self, cell, index: int) -> None:
         """Run test cell `cell` here; its outputs are the student's prints, then the test's own."""
@@ -126,12 +198,12 @@ class GraderSideTests:
         namespace = dict(self._setup_namespace())
         needed = sorted(loaded_names(cell.source) - bound_names(cell.source) - set(namespace)
                         - set(vars(builtins)))
-        printed = self._printed = io.StringIO()
+        printed = self._printed = CappedText(self.executor.max_output_chars)
         failure = None
         try:
             namespace.update(self._students_names(index, cell, needed) if needed else {})
             code = _compiled(cell.source, "<test cell>")
-            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), self._in_scratch():
                 exec(code, namespace)
         except CallLost as lost:
             failure = lost
@@ -143,17 +215,17 @@ class GraderSideTests:
         for name in bound_names(cell.source):
             if name in namespace:
                 self.namespace[name] = namespace[name]
-        self._flush_printed(cell)
+        self._flush_printed(cell, index)
         self._printed = None
         if isinstance(failure, CallLost):
             if failure.interrupted:
-                cell.outputs.append(error_output(TIMED_OUT, self.executor.timeout_message()))
+                self._output(cell, index, error_output(TIMED_OUT, self.executor.timeout_message()))
                 self.executor.fail_cell(index)
                 self.executor.check_responsive(index)
             else:
-                cell.outputs.append(integrity_error(failure.why))
+                self._output(cell, index, integrity_error(failure.why))
         elif failure is not None:
-            cell.outputs.append(error_output(type(failure).__name__, _message(failure)))
+            self._output(cell, index, error_output(type(failure).__name__, _message(failure)))
 
 
 class _Unreadable:

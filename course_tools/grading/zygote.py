@@ -45,10 +45,11 @@ class KernelTemplate:
         self._lock = threading.Lock()
         self._buffer = b""
         with tempfile.TemporaryDirectory(prefix="kernel-template-") as empty:
-            # stderr is the grader's own, as a kernel's is: the template's and its kernels' messages
-            # land in the grader's log. A session of its own: a Ctrl-C meant for the grader (sent to
-            # its process group) must not kill the template in the middle of starting a kernel; the
-            # template ends when the grader closes its input, however the grader ends.
+            # stderr is the grader's own: the template's messages land in the grader's log (its
+            # kernels get /dev/null, course_tools.grading.kernel_output). A session of its own: a
+            # Ctrl-C meant for the grader (sent to its process group) must not kill the template in
+            # the middle of starting a kernel; the template ends when the grader closes its input,
+            # however the grader ends.
             command = [executable, "-c", PROGRAM.read_text(), fonts or "", json.dumps(keep)]
             self.process = subprocess.Popen(command, cwd=empty, env=environment, stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, start_new_session=True)

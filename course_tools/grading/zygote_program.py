@@ -124,9 +124,13 @@ def become_kernel(request: dict, handles: dict, joined: int) -> None:
     drop_privileges(request["uid"], request["gid"])
     set_limits(request["limits"])
     os.write(joined, b"ok")
-    null = os.open("/dev/null", os.O_RDONLY)
+    null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 0)
-    os.dup2(2, 1)
+    # ipykernel echoes what the student's code writes to fds 1 and 2 to the descriptors it started
+    # with: the template's stderr is the grader's log, so the kernel's are /dev/null
+    # (course_tools.grading.kernel_output).
+    os.dup2(null, 1)
+    os.dup2(null, 2)
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     os.environ.clear()
     os.environ.update(request["environment"])
