@@ -236,10 +236,34 @@ def micro_batch_peak(model: nn.Module, loss_fn: Callable, micro_batches: Sequenc
     return peak
 
 
-def check_activation_memory(peak_saved, single_peak: int, backwards: int, num_micro_batches: int) -> None:
+def check_graphs_alive(graphs, micro_rows: int) -> None:
+    """At most one micro-batch's autograd graph alive at once, and no forward on more rows than the
+    largest micro-batch holds, as the model's layers saw them (helpers.autograd_graphs: on every
+    thread, whatever saved-tensor hooks, save_on_cpu or checkpoint were active)."""
+    keys = ("most_alive", "most_rows", "forwards")
+    if not (isinstance(graphs, dict) and all(type(graphs.get(key)) is int for key in keys)):
+        raise AssertionError("could not read which autograd graphs your loop held")
+    alive, rows = graphs["most_alive"], graphs["most_rows"]
+    if alive > 1:
+        raise AssertionError(
+            f"the result is right, but the model's layers held the autograd graphs of {alive} forward passes "
+            "at once: run each micro-batch's backward before the next forward, so that its graph is freed "
+            "(saving the activations elsewhere, with save_on_cpu or checkpoint, or running the forward on "
+            "another thread, still holds them)")
+    if micro_rows and rows > micro_rows:
+        raise AssertionError(
+            f"the result is right, but one forward pass ran {rows} rows at once, where the largest "
+            f"micro-batch holds {micro_rows}: run the forward of each micro-batch on its own")
+
+
+def check_activation_memory(peak_saved, single_peak: int, backwards: int, num_micro_batches: int,
+                            graphs=None, micro_rows: int = 0) -> None:
     """The one requirement the parameters cannot show: at most one micro-batch's activations
-    alive at once (`peak_saved`, what the student's kernel measured, against `single_peak`). The
-    backward count only explains a failure."""
+    alive at once. `graphs` (the model's layers' record, check_graphs_alive) decides first; then
+    `peak_saved`, what the student's kernel's saved-tensor meter measured, against `single_peak`.
+    The backward count only explains a failure."""
+    if graphs is not None:
+        check_graphs_alive(graphs, micro_rows)
     if not isinstance(peak_saved, int) or isinstance(peak_saved, bool) or peak_saved < 0:
         raise AssertionError("could not read how much memory your loop's autograd graph held")
     if single_peak > 0 and peak_saved > MEMORY_SLACK * single_peak:
@@ -255,15 +279,16 @@ def check_activation_memory(peak_saved, single_peak: int, backwards: int, num_mi
 def check_updates(log, reference: Reference,
                   returned_losses: Sequence[float] | None = _NOT_GIVEN, *,
                   final_params: GradDict | None = None, stale_grads: GradDict | None = None,
-                  activation_peaks: tuple[object, int] | None = None) -> None:
+                  activation_peaks: tuple | None = None) -> None:
     """Assert that a recorded run made the reference's updates; the message names the first mistake.
 
     `log` is a helpers.spies.CallLog recorded with model= and optimizer=; `reference` the
     reference_run of the same cycles (it knows each cycle's size); `returned_losses` what the
     student's function returned (a list of Python floats, one per update; omit it to skip that
     check); `final_params` the student's parameters after the run; `stale_grads` what .grad held
-    before the run; `activation_peaks` (the student's peak of saved activations, one micro-batch's)
-    judges memory once the parameters are right (without it, the backward passes are counted).
+    before the run; `activation_peaks` (the student's peak of saved activations, one micro-batch's,
+    and optionally the layers' graph record and the largest micro-batch's rows) judges memory once
+    the parameters are right (without it, the backward passes are counted).
     """
     n = reference.num_micro_batches
     backwards = log.count("backward")
@@ -271,7 +296,8 @@ def check_updates(log, reference: Reference,
         # The outcome is right. What the parameters cannot show is the memory it took: one
         # micro-batch's activations at a time is what accumulation is for.
         if activation_peaks is not None:
-            check_activation_memory(*activation_peaks, backwards, n)
+            peak_saved, single_peak, *graph_record = activation_peaks
+            check_activation_memory(peak_saved, single_peak, backwards, n, *graph_record)
         elif backwards != n:
             raise AssertionError(
                 f"the final parameters are right, but backward ran {backwards} times for {n} micro-batches: "
@@ -295,6 +321,14 @@ def _explain_wrong_updates(log, reference: Reference, backwards: int, stale_grad
     k, n = reference.accum_steps, reference.num_micro_batches
     expected_updates = len(reference.cycles)
     steps = log.of("step")
+    tail = n % k
+    if backwards == n - tail and tail and len(steps) == expected_updates - 1:
+        # The backward count alone would say "one backward per micro-batch", which the loop did for
+        # every micro-batch it ran: what it skipped is the last cycle.
+        raise AssertionError(
+            f"the loop ran {backwards} of {n} micro-batches and stepped {len(steps)} times: with "
+            f"accum_steps={k} the last, shorter cycle ({tail} micro-batch{'es' if tail > 1 else ''}) never "
+            f"ran or got its step. Run it too: {expected_updates} cycles, the last one shorter")
     if backwards != n:
         raise AssertionError(f"backward ran {backwards} times for {n} micro-batches: "
                              "run exactly one backward per micro-batch")
@@ -514,7 +548,8 @@ def check_training(train: Callable, name: str, model: nn.Module, micro_batches: 
     log = call_log(outcome)
     final_params = returned_tensors(outcome, "params", param_snapshot(model), "the final parameters")
     _step_grads_readable(log, param_snapshot(model))
-    peaks = (outcome.get("peak_saved"), micro_batch_peak(model, F.cross_entropy, micro_batches))
+    peaks = (outcome.get("peak_saved"), micro_batch_peak(model, F.cross_entropy, micro_batches),
+             outcome.get("graphs"), max(len(x) for x, _ in micro_batches))
     with prefixed(where):
         check_updates(log, reference, outcome["value"], final_params=final_params, stale_grads=old,
                       activation_peaks=peaks)
@@ -554,7 +589,8 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
     single = micro_batch_peak(model, lambda logits, targets: F.cross_entropy(
         logits.flatten(0, 1), targets.flatten(), ignore_index=ignore_index), micro_batches)
     try:
-        check_activation_memory(outcome.get("peak_saved"), single, backwards, len(micro_batches))
+        check_activation_memory(outcome.get("peak_saved"), single, backwards, len(micro_batches),
+                                outcome.get("graphs"), max(len(inputs) for inputs, _ in micro_batches))
     except AssertionError as failure:
         raise AssertionError(f"{where}: run one forward and one backward per micro-batch" if unseen
                              else f"{where}: {failure}") from None
@@ -597,6 +633,7 @@ class AmpRun:
     scale: float
     growth_tracker: int
     peak_saved: object
+    graphs: object = None
 
 
 @dataclass
@@ -633,7 +670,7 @@ class AmpAccumulationChecks:
         growth = outcome.get("growth_tracker")
         return AmpRun(params, old, log, outcome["value"], dtypes, scale,
                       growth if isinstance(growth, int) and not isinstance(growth, bool) else -1,
-                      outcome.get("peak_saved"))
+                      outcome.get("peak_saved"), outcome.get("graphs"))
 
     def _reference(self, seed: int, cycles: Sequence[Sequence[Batch]], max_norm: float | None) -> Reference:
         return self.reference(models.MLP(6, 8, 3, seed=seed), cycles, max_norm)
@@ -659,7 +696,8 @@ class AmpAccumulationChecks:
                 check_amp_calls(run.log, num_micro_batches=len(micro_batches), num_updates=len(cycles))
             single = micro_batch_peak(models.MLP(6, 8, 3, seed=seed), F.cross_entropy, micro_batches)
             check_updates(run.log, reference, run.losses, final_params=run.params, stale_grads=run.old,
-                          activation_peaks=(run.peak_saved, single))
+                          activation_peaks=(run.peak_saved, single, run.graphs,
+                                            max(len(x) for x, _ in micro_batches)))
             # Finite updates leave the scale alone; only scaler.update() counts them in its tracker.
             if run.growth_tracker != len(cycles) or run.scale != 1024.0:
                 raise AssertionError(

@@ -465,10 +465,14 @@ def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: i
             f"{dict(result)} uses checkpointing, but micro-batch {m} fits without it "
             f"({table(m, False)} bytes): checkpointing costs an extra forward")
     best_m, best_c = table.best_plan(effective_batch, budget)
+    # Measured and turned down although its peak equals the budget: the comparison was `<`.
+    exactly = table(best_m, best_c) == budget and [best_m, best_c] in [list(call) for call in calls]
     assert m >= best_m, (
         f"{dict(result)}: micro-batch {best_m} also fits {'with' if best_c else 'without'} checkpointing "
-        f"({table(best_m, best_c)} bytes); take the largest micro-batch that fits"
-        + (", checkpointing when that is what lets it fit" if best_c and not c else ""))
+        f"({table(best_m, best_c)} bytes)" + (
+            f", exactly the budget of {budget}: a plan fits when measure(m, c) <= budget_bytes, the budget "
+            "itself included" if exactly else "; take the largest micro-batch that fits"
+            + (", checkpointing when that is what lets it fit" if best_c and not c else "")))
     return dict(result)
 
 

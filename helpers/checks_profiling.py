@@ -125,6 +125,11 @@ def check_compare_speed(compare_speed: Callable, durations_a: Sequence[float],
         raise AssertionError(f"compare_speed made {event_count} calls to the steps, sync and clock for "
                              f"warmup={warmup} and repeats={repeats}: warm up, then time {repeats} rounds")
     result = outcome.get("value")
+    ran = sum(event in ("A", "B") for event in machine.events)
+    if ran and "clock" not in machine.events:
+        raise AssertionError(f"the steps ran {ran} times, but compare_speed never read the clock it was "
+                             "given: time each call with clock() (the test's clock), not time.perf_counter() "
+                             "or time.time()")
     warm = machine.warmup_steps()
     extra = f" (here {first_call_extra_s:g} s longer)" if first_call_extra_s else ""
     if warm.count("A") < warmup or warm.count("B") < warmup:

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from helpers import remote, spies
+from helpers.autograd_graphs import graphs_alive
 from helpers.capture import stderr_on_stdout
 from helpers.grads import grad_snapshot, param_snapshot
 from helpers.memory import SavedTensorMeter
@@ -69,9 +70,10 @@ def collect_training(train: Callable, model: nn.Module, optimizer_spec: dict, lo
     the most bytes of saved activations the autograd graph held at once."""
     optimizer = make_optimizer(model, optimizer_spec)
     with stderr_on_stdout(), spies.record(model=model, optimizer=optimizer) as log, \
-            SavedTensorMeter(model) as saved:
+            SavedTensorMeter(model) as saved, graphs_alive(model) as graphs:
         outcome = remote.called(train, model, optimizer, loss_fn, micro_batches, accum_steps)
-    return {**outcome, "calls": plain_calls(log), "params": param_snapshot(model), "peak_saved": saved.peak}
+    return {**outcome, "calls": plain_calls(log), "params": param_snapshot(model), "peak_saved": saved.peak,
+            "graphs": graphs.plain()}
 
 
 @remote.collector
@@ -79,9 +81,11 @@ def collect_token_accumulation(accumulate: Callable, model: nn.Module, micro_bat
                                ignore_index: int) -> dict:
     """accumulate(model, micro_batches, ignore_index=ignore_index) under the model's spies: its
     outcome, calls and what .grad holds afterwards."""
-    with stderr_on_stdout(), spies.record(model=model) as log, SavedTensorMeter(model) as saved:
+    with stderr_on_stdout(), spies.record(model=model) as log, SavedTensorMeter(model) as saved, \
+            graphs_alive(model) as graphs:
         outcome = remote.called(accumulate, model, micro_batches, ignore_index=ignore_index)
-    return {**outcome, "calls": plain_calls(log), "grads": grad_snapshot(model), "peak_saved": saved.peak}
+    return {**outcome, "calls": plain_calls(log), "grads": grad_snapshot(model), "peak_saved": saved.peak,
+            "graphs": graphs.plain()}
 
 
 @remote.collector
@@ -95,9 +99,10 @@ def collect_amp_training(train: Callable, model: nn.Module, optimizer_spec: dict
     optimizer = make_optimizer(model, optimizer_spec)
     scaler = make_scaler(scaler_spec)
     with stderr_on_stdout(), spies.record(model=model, optimizer=optimizer, scaler=scaler) as log, \
-            first_linear_dtypes(model) as dtypes, SavedTensorMeter(model) as saved:
+            first_linear_dtypes(model) as dtypes, SavedTensorMeter(model) as saved, \
+            graphs_alive(model) as graphs:
         outcome = remote.called(train, model, optimizer, scaler, loss_fn, micro_batches,
                                 accum_steps=accum_steps, max_norm=max_norm, amp_dtype=amp_dtype)
     return {**outcome, "calls": plain_calls(log), "params": param_snapshot(model), "peak_saved": saved.peak,
-            "dtypes": sorted(set(dtypes), key=str), "scale": float(scaler.get_scale()),
-            "growth_tracker": int(scaler._get_growth_tracker())}
+            "graphs": graphs.plain(), "dtypes": sorted(set(dtypes), key=str),
+            "scale": float(scaler.get_scale()), "growth_tracker": int(scaler._get_growth_tracker())}

@@ -335,25 +335,28 @@ class LoaderLog:
 
 @contextlib.contextmanager
 def record_loaders(clock: Callable[[], float] | None = None) -> Iterator[LoaderLog]:
-    """Record every torch.utils.data.DataLoader created while active: its num_workers, pin_memory,
-    persistent_workers and prefetch_factor, and the seconds the consuming loop waited inside
-    next() for a batch (the data stall, as the training loop feels it)."""
+    """Record every torch.utils.data.DataLoader iterated while active, with the settings its
+    iterator runs with (num_workers, pin_memory, persistent_workers, prefetch_factor, batch_size),
+    read when iteration starts: a setting changed after the loader was built counts as it takes
+    effect. Also the seconds the consuming loop waited inside next() for a batch (the data stall,
+    as the training loop feels it)."""
     import time
 
-    from torch.utils.data import DataLoader
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
     clock = clock or time.perf_counter
     log = LoaderLog()
-    original_init = DataLoader.__init__
+    original_init = _BaseDataLoaderIter.__init__
     original_next = _BaseDataLoaderIter.__next__
 
     @functools.wraps(original_init)
-    def init(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        log.settings.append({"num_workers": self.num_workers, "pin_memory": self.pin_memory,
-                             "persistent_workers": self.persistent_workers,
-                             "prefetch_factor": self.prefetch_factor, "batch_size": self.batch_size})
+    def init(self, loader, *args, **kwargs):
+        original_init(self, loader, *args, **kwargs)
+        # The loader's own settings as iteration starts (the iterator's _pin_memory is already
+        # False without an accelerator, where the lesson still judges what was asked for).
+        log.settings.append({"num_workers": loader.num_workers, "pin_memory": loader.pin_memory,
+                             "persistent_workers": loader.persistent_workers,
+                             "prefetch_factor": loader.prefetch_factor, "batch_size": loader.batch_size})
 
     @functools.wraps(original_next)
     def next_batch(self):
@@ -368,12 +371,12 @@ def record_loaders(clock: Callable[[], float] | None = None) -> Iterator[LoaderL
         log.batches += 1
         return batch
 
-    DataLoader.__init__ = init
+    _BaseDataLoaderIter.__init__ = init
     _BaseDataLoaderIter.__next__ = next_batch
     try:
         yield log
     finally:
-        DataLoader.__init__ = original_init
+        _BaseDataLoaderIter.__init__ = original_init
         _BaseDataLoaderIter.__next__ = original_next
 
 
@@ -448,7 +451,23 @@ def record_host_syncs() -> Iterator[SyncLog]:
     tensor, and .cpu() or .to("cpu") of a device tensor or of a 0-dim one (a loss read for logging).
     Each read counts once, not the calls torch makes inside it, and not the DataLoader's own
     bookkeeping. Reads are seen at torch's dispatch (a TorchFunctionMode), on the thread that
-    entered the recording."""
+    entered the recording and on every thread `threading` starts meanwhile: a mode is per thread,
+    so each new thread enters one of its own as it begins."""
+    import threading
+
     log = SyncLog({name: 0 for name in _SYNC_METHODS})
-    with _HostReadMode(log):
-        yield log
+    recording = [True]
+
+    def enter_on_new_thread(frame, event, arg) -> None:
+        sys.setprofile(None)            # the thread's first event only
+        if recording[0]:
+            _HostReadMode(log).__enter__()
+
+    previous = threading.getprofile()
+    threading.setprofile(enter_on_new_thread)
+    try:
+        with _HostReadMode(log):
+            yield log
+    finally:
+        recording[0] = False
+        threading.setprofile(previous)

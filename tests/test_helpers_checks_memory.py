@@ -423,6 +423,8 @@ def halves(effective_batch, budget_bytes, measure):
     (lambda b, budget, measure: {"micro_batch": 4, "accum_steps": 3, "checkpointing": True}, 12,
      MEASURE(4, True), "uses checkpointing, but micro-batch 4 fits without it"),
     (halves, 12, MEASURE(4, False), "take the largest"),
+    (lambda b, budget, measure: plan_micro_batches(b, budget - 1, measure), 12, MEASURE(4, False),
+     "exactly the budget of"),
     (plain_first, 64, MEASURE(64, True), "checkpointing when that is what lets it fit"),
     (lambda b, budget, measure: (4, 3, False), 12, MEASURE(4, False), "should return a dict with the keys"),
     (lambda b, budget, measure: plan_micro_batches(b, budget, lambda m, c: measure(m)), 12, MEASURE(4, False),

@@ -595,3 +595,9 @@ def test_collect_profiling_never_imports_the_references():
              "assert 'helpers.checks_profiling' not in sys.modules, 'imports the references'")
     subprocess.run([sys.executable, "-c", probe], check=True)
     assert cp.Phase is collect_profiling.Phase
+
+
+def test_compare_speed_timed_on_another_clock_is_told_so_not_that_nothing_ran():
+    with pytest.raises(AssertionError, match="never read the clock it was given"):
+        check_ex1(lambda a, b, sync, clock, repeats=11, warmup=2: compare_speed(
+            a, b, sync, time.perf_counter, repeats=repeats, warmup=warmup))

@@ -311,3 +311,40 @@ def test_record_loaders_keeps_per_batch_waits():
     with record_loaders(clock=lambda: float(next(ticks))) as log:
         list(DataLoader(TensorDataset(torch.arange(10.0)), batch_size=4))
     assert log.waits_s == [1.0, 1.0, 1.0] and log.steady_wait_s() == 2.0
+
+
+def test_record_loaders_reads_the_settings_when_iteration_starts():
+    """A setting changed after the loader was built counts as it takes effect, not as it was built."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from helpers.spies import record_loaders
+
+    dataset = TensorDataset(torch.arange(8.0))
+    with record_loaders() as log:
+        loader = DataLoader(dataset, batch_size=4, num_workers=2)
+        loader.num_workers = 0
+        loader.pin_memory = True
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # pinning without an accelerator: a warning, no pin
+            batches = list(loader)
+        DataLoader(dataset, batch_size=4, num_workers=2)     # never iterated: never in effect
+    assert len(batches) == 2
+    assert [(s["num_workers"], s["pin_memory"]) for s in log.settings] == [(0, True)]
+
+
+def test_record_host_syncs_counts_reads_on_threads_started_meanwhile():
+    import threading
+
+    from helpers.spies import record_host_syncs
+
+    loss = torch.tensor(2.0)
+    with record_host_syncs() as log:
+        worker = threading.Thread(target=lambda: [loss.item() for _ in range(3)])
+        worker.start()
+        worker.join()
+        loss.item()
+    assert log.counts["item"] == 4
+    after = threading.Thread(target=loss.item)      # the recording is over: no mode is entered
+    after.start()
+    after.join()
+    assert log.counts["item"] == 4

@@ -126,11 +126,15 @@ def become_kernel(request: dict, handles: dict, joined: int) -> None:
     os.write(joined, b"ok")
     null = os.open("/dev/null", os.O_RDWR)
     os.dup2(null, 0)
+    argv = request["argv"]
+    preloaded = argv[1:3] == ["-m", "ipykernel_launcher"] and "ipykernel.kernelapp" in sys.modules
     # ipykernel echoes what the student's code writes to fds 1 and 2 to the descriptors it started
-    # with: the template's stderr is the grader's log, so the kernel's are /dev/null
-    # (course_tools.grading.kernel_output).
-    os.dup2(null, 1)
-    os.dup2(null, 2)
+    # with: the template's stderr is the grader's log, so a preloaded kernel's are /dev/null
+    # (course_tools.grading.kernel_output). A command the template could not preload keeps the log,
+    # where its reason for not starting belongs (a template without ipykernel: not the student's doing).
+    os.dup2(null if preloaded else 2, 1)
+    if preloaded:
+        os.dup2(null, 2)
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     os.environ.clear()
     os.environ.update(request["environment"])
@@ -139,8 +143,7 @@ def become_kernel(request: dict, handles: dict, joined: int) -> None:
         if value.startswith("/tmp/"):
             os.makedirs(value, exist_ok=True)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    argv = request["argv"]
-    if argv[1:3] != ["-m", "ipykernel_launcher"] or "ipykernel.kernelapp" not in sys.modules:
+    if not preloaded:
         # Not what was preloaded: run the command itself, which says what is missing if it fails.
         os.execvp(argv[0], argv)
     import importlib.util

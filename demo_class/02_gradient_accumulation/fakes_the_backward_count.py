@@ -2,7 +2,7 @@
 # base: solution
 # kind: hostile
 # loses: ex1_1_test
-# says: the autograd graph held 4.0 micro-batches' activations at once
+# says: rows at once, where the largest micro-batch holds
 # %% ex1_1_solution
 def train_accumulated(model, optimizer, loss_fn, micro_batches, accum_steps):
     """One epoch of gradient accumulation; returns the mean loss of each cycle (floats)."""

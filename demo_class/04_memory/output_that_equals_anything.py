@@ -2,7 +2,7 @@
 # kind: hostile
 # base: solution
 # loses: ex3_1_test
-# says: no block ran inside a checkpoint
+# says: should return the model's output, a tensor of shape
 # %% ex3_1_solution
 import torch
 
