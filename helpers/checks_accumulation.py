@@ -524,7 +524,8 @@ def _cycles(micro_batches: Sequence[Batch], accum_steps: int) -> list[Sequence[B
 
 def check_training(train: Callable, name: str, model: nn.Module, micro_batches: Sequence[Batch],
                    accum_steps: int, reference: Reference, *, lr: float, old_seed: int | None,
-                   old_scale: float = 1.0, where: str | None = None, name_empty_cycle: bool = False):
+                   old_scale: float = 1.0, where: str | None = None, name_empty_cycle: bool = False,
+                   reads_per_update: int | None = None):
     """Exercises 1 and 2: on a copy of `model` whose .grad holds old gradients (fill_grads(old_scale,
     old_seed); old_seed=None: a fresh copy, every .grad None, as before a first backward), run
     train(model, SGD(lr), F.cross_entropy, micro_batches, accum_steps) under the spies
@@ -553,7 +554,23 @@ def check_training(train: Callable, name: str, model: nn.Module, micro_batches: 
     with prefixed(where):
         check_updates(log, reference, outcome["value"], final_params=final_params, stale_grads=old,
                       activation_peaks=peaks)
+        if reads_per_update is not None:
+            check_host_reads(outcome.get("host_reads"), len(reference.cycles), reads_per_update)
     return log
+
+
+def check_host_reads(counts, updates: int, reads_per_update: int) -> None:
+    """What the text counts and no outcome shows: host reads (.item(), float(t), printing a tensor...),
+    at most `reads_per_update` per update, counted at torch's dispatch on every thread."""
+    if not (isinstance(counts, dict) and all(type(n) is int for n in counts.values())):
+        raise AssertionError("could not read how often your loop read values to the host")
+    total, allowed = sum(counts.values()), reads_per_update * updates
+    if total > allowed:
+        kinds = ", ".join(f"{name} {n}" for name, n in counts.items() if n)
+        raise AssertionError(
+            f"the result is right, but your loop read values to the host {total} times ({kinds}) for "
+            f"{updates} updates: add loss.detach() over the cycle and call .item() once per update (each "
+            "read waits for the GPU)")
 
 
 def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batches: Sequence[Batch],
@@ -634,6 +651,7 @@ class AmpRun:
     growth_tracker: int
     peak_saved: object
     graphs: object = None
+    loss_autocast: object = None
 
 
 @dataclass
@@ -670,7 +688,7 @@ class AmpAccumulationChecks:
         growth = outcome.get("growth_tracker")
         return AmpRun(params, old, log, outcome["value"], dtypes, scale,
                       growth if isinstance(growth, int) and not isinstance(growth, bool) else -1,
-                      outcome.get("peak_saved"), outcome.get("graphs"))
+                      outcome.get("peak_saved"), outcome.get("graphs"), outcome.get("loss_autocast"))
 
     def _reference(self, seed: int, cycles: Sequence[Sequence[Batch]], max_norm: float | None) -> Reference:
         return self.reference(models.MLP(6, 8, 3, seed=seed), cycles, max_norm)
@@ -758,5 +776,16 @@ class AmpAccumulationChecks:
             where = f"in float16 with accum_steps={accum_steps}" if unseen else "in float16"
             raise AssertionError(f"{where} the parameters ended far from the float32 reference ({after})")
         check_returned_losses(run.losses, [cycle.loss for cycle in float32.cycles], rtol=1e-2)
+        # Required by the text and invisible in the outcome (cross_entropy runs in float32 under
+        # autocast anyway): counted at each call of loss_fn.
+        calls = run.loss_autocast
+        if not (isinstance(calls, list) and all(type(on) is bool for on in calls)):
+            raise AssertionError("could not read whether your loss ran under autocast")
+        outside = calls.count(False)
+        if outside:
+            raise AssertionError(
+                f"the loss was computed outside torch.autocast {outside} of {len(calls)} times: run each "
+                "forward and its loss inside the autocast block (a loss under autocast runs in the dtype "
+                "autocast chooses for it)")
         return run
 

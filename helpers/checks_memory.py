@@ -113,8 +113,9 @@ def check_training_bytes(predict: Callable, model: nn.Module, optimizer_names: I
         if not isinstance(predicted, Mapping):
             raise AssertionError(f"predict_training_bytes should return a dict with the keys {list(PARTS)}, "
                                  f"got {type(predicted).__name__}: {predicted!r}")
-        assert not outcome["ran"], ("predict_training_bytes ran the model: predict the bytes from the "
-                                    "parameters alone, without running a step")
+        assert not outcome["ran"], ("predict_training_bytes ran the model (or a module of its own, a "
+                                    "copy of it say): predict the bytes from the parameters alone, "
+                                    "without running a step")
         actual = measure_training_bytes(model, optimizer_name)
         for part in PARTS:
             got = predicted.get(part)

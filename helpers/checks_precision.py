@@ -156,12 +156,17 @@ def check_audit(report, expected: dict, model_label: str, first: dict | None = N
 
 
 def check_audit_left_no_trace(trace: dict, params_before: GradDict) -> None:
-    """Assert that Exercise 2 removed its forward hooks (module and global) and kept the parameters,
-    from the collector's `audit_trace` of the student's model."""
-    if trace.get("module_hooks") is not False:
-        raise AssertionError("remove your forward hooks before returning")
-    if trace.get("global_hooks") is not False:
-        raise AssertionError("remove the global forward hook before returning")
+    """Assert that Exercise 2 removed every hook it attached (to the model's modules or parameters,
+    or for every module) and kept the parameters, from the collector's `audit_trace`."""
+    left, global_left = trace.get("module_hooks"), trace.get("global_hooks")
+    if not (isinstance(left, list) and isinstance(global_left, list)):
+        raise AssertionError("could not read which hooks your audit left on the model")
+    if left:
+        raise AssertionError(f"remove your {' and '.join(map(str, left))} before returning: the audit "
+                             "must leave the model as it found it")
+    if global_left:
+        raise AssertionError(f"remove the global {' and '.join(map(str, global_left))} before returning "
+                             "(register_module_... hooks run for every module)")
     parameters = _same_tensors(trace.get("parameters"), params_before)
     if parameters is None or compare(parameters, params_before).max_abs_error != 0:
         raise AssertionError("the parameters changed")

@@ -70,10 +70,11 @@ def collect_training(train: Callable, model: nn.Module, optimizer_spec: dict, lo
     the most bytes of saved activations the autograd graph held at once."""
     optimizer = make_optimizer(model, optimizer_spec)
     with stderr_on_stdout(), spies.record(model=model, optimizer=optimizer) as log, \
-            SavedTensorMeter(model) as saved, graphs_alive(model) as graphs:
+            SavedTensorMeter(model) as saved, graphs_alive(model) as graphs, \
+            spies.record_host_syncs() as syncs:
         outcome = remote.called(train, model, optimizer, loss_fn, micro_batches, accum_steps)
     return {**outcome, "calls": plain_calls(log), "params": param_snapshot(model), "peak_saved": saved.peak,
-            "graphs": graphs.plain()}
+            "graphs": graphs.plain(), "host_reads": dict(syncs.counts)}
 
 
 @remote.collector
@@ -98,11 +99,19 @@ def collect_amp_training(train: Callable, model: nn.Module, optimizer_spec: dict
     tracker (finite updates since the scale last changed)."""
     optimizer = make_optimizer(model, optimizer_spec)
     scaler = make_scaler(scaler_spec)
+    loss_autocast: list[bool] = []     # whether autocast was on at each call of loss_fn
+
+    def watched_loss_fn(output, target, *args, **kwargs):
+        device = output.device.type if isinstance(output, torch.Tensor) else "cpu"
+        loss_autocast.append(torch.is_autocast_enabled(device))
+        return loss_fn(output, target, *args, **kwargs)
+
     with stderr_on_stdout(), spies.record(model=model, optimizer=optimizer, scaler=scaler) as log, \
             first_linear_dtypes(model) as dtypes, SavedTensorMeter(model) as saved, \
             graphs_alive(model) as graphs:
-        outcome = remote.called(train, model, optimizer, scaler, loss_fn, micro_batches,
+        outcome = remote.called(train, model, optimizer, scaler, watched_loss_fn, micro_batches,
                                 accum_steps=accum_steps, max_norm=max_norm, amp_dtype=amp_dtype)
     return {**outcome, "calls": plain_calls(log), "params": param_snapshot(model), "peak_saved": saved.peak,
             "graphs": graphs.plain(), "dtypes": sorted(set(dtypes), key=str),
-            "scale": float(scaler.get_scale()), "growth_tracker": int(scaler._get_growth_tracker())}
+            "scale": float(scaler.get_scale()), "growth_tracker": int(scaler._get_growth_tracker()),
+            "loss_autocast": loss_autocast}

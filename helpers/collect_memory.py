@@ -75,11 +75,17 @@ class PeakMeasure:
 
 @remote.collector
 def collect_training_bytes(predict, model: nn.Module, optimizer_name: str) -> dict:
-    """predict(model, optimizer_name), and whether it ran the model (gradients or changed weights)."""
+    """predict(model, optimizer_name), and whether it ran anything: the model (gradients or changed
+    weights) or any module at all (a copy of the model trained for a step, say)."""
     before = param_snapshot(model)
-    with stderr_on_stdout():
-        outcome = remote.called(predict, model, optimizer_name)
-    outcome["ran"] = (any(p.grad is not None for p in model.parameters())
+    forwards = []
+    handle = nn.modules.module.register_module_forward_pre_hook(lambda module, args: forwards.append(1))
+    try:
+        with stderr_on_stdout():
+            outcome = remote.called(predict, model, optimizer_name)
+    finally:
+        handle.remove()
+    outcome["ran"] = (bool(forwards) or any(p.grad is not None for p in model.parameters())
                       or compare(param_snapshot(model), before).max_abs_error != 0)
     return outcome
 

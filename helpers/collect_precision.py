@@ -172,12 +172,26 @@ def _plain_key_or_value(item):
     return item if isinstance(item, (*_PLAIN, torch.dtype)) else repr(item)[:80]
 
 
+# Everything a hook can be attached with, on a module or for every module, as the check names it.
+MODULE_HOOKS = {"_forward_hooks": "forward hooks", "_forward_pre_hooks": "forward pre-hooks",
+                "_backward_hooks": "backward hooks", "_backward_pre_hooks": "backward pre-hooks"}
+PARAMETER_HOOKS = {"_backward_hooks": "gradient hooks on parameters",
+                   "_post_accumulate_grad_hooks": "post-accumulate-grad hooks on parameters"}
+
+
 def audit_trace(model: nn.Module) -> dict:
-    """What an audit may leave behind: forward hooks on the model's modules or global ones, and the
+    """What an audit may leave behind: the kinds of hooks still on the model's modules and
+    parameters ("module_hooks"), the kinds registered for every module ("global_hooks"), and the
     parameters as they are now."""
-    return {"module_hooks": any(bool(module._forward_hooks) for module in model.modules()),
-            "global_hooks": bool(torch.nn.modules.module._global_forward_hooks),
-            "parameters": param_snapshot(model)}
+    from torch.nn.modules import module as module_globals
+
+    left = [name for attribute, name in MODULE_HOOKS.items()
+            if any(getattr(m, attribute, None) for m in model.modules())]
+    left += [name for attribute, name in PARAMETER_HOOKS.items()
+             if any(getattr(p, attribute, None) for p in model.parameters())]
+    global_left = [name for attribute, name in MODULE_HOOKS.items()
+                   if getattr(module_globals, "_global" + attribute, None)]
+    return {"module_hooks": left, "global_hooks": global_left, "parameters": param_snapshot(model)}
 
 
 @remote.collector

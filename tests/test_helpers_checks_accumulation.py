@@ -1233,5 +1233,72 @@ def test_a_loop_that_drops_the_short_last_cycle_is_told_so():
 
     model, batches, reference = training_case([8] * 10, 4)
     with pytest.raises(AssertionError, match="the last, shorter cycle .2 micro-batches. never ran"):
-        checks_accumulation.check_training(as_exercise(full_cycles_only), "train_accumulated_any_sizes", model,
-                                           batches, 4, reference, lr=LR, old_seed=24)
+        checks_accumulation.check_training(as_exercise(full_cycles_only), "train_accumulated_any_sizes",
+                                           model, batches, 4, reference, lr=LR, old_seed=24)
+
+
+def test_exercise_1_counts_host_reads_once_the_result_is_right():
+    def reads_every_micro_batch(model, optimizer, batches, accum_steps):
+        losses = []
+        for cycle in cycles_of(batches, accum_steps):
+            optimizer.zero_grad(set_to_none=True)
+            total = 0.0
+            for x, y in cycle:
+                loss = F.cross_entropy(model(x), y) / accum_steps
+                loss.backward()
+                total += loss.item()
+            optimizer.step()
+            losses.append(total)
+        return losses
+
+    model, batches, reference = training_case([8] * 8, 4)
+    with pytest.raises(AssertionError, match="read values to the host 8 times .item 8. for 2 updates"):
+        checks_accumulation.check_training(as_exercise(reads_every_micro_batch), "train_accumulated", model,
+                                           batches, 4, reference, lr=LR, old_seed=15, reads_per_update=1)
+
+    def reads_once_per_update(model, optimizer, batches, accum_steps):
+        losses = []
+        for cycle in cycles_of(batches, accum_steps):
+            optimizer.zero_grad(set_to_none=True)
+            total = torch.zeros(())
+            for x, y in cycle:
+                loss = F.cross_entropy(model(x), y) / accum_steps
+                loss.backward()
+                total += loss.detach()
+            optimizer.step()
+            losses.append(total.item())
+        return losses
+
+    checks_accumulation.check_training(as_exercise(reads_once_per_update), "train_accumulated", model,
+                                       batches, 4, reference, lr=LR, old_seed=15, reads_per_update=1)
+
+
+def test_amp_accumulation_checks_float16_wants_the_loss_under_autocast():
+    """cross_entropy runs in float32 under autocast anyway: the outcome cannot show where the loss
+    ran, so the calls of loss_fn are counted."""
+    def loss_outside(model, optimizer, scaler, loss_fn, micro_batches, accum_steps, max_norm, amp_dtype=None):
+        device_type = next(model.parameters()).device.type
+        losses = []
+        for index, (x, y) in enumerate(micro_batches):
+            if index % accum_steps == 0:
+                optimizer.zero_grad(set_to_none=True)
+                cycle_loss = torch.zeros(())
+            with torch.autocast(device_type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                output = model(x)
+            loss = loss_fn(output, y) / accum_steps
+            scaler.scale(loss).backward()
+            cycle_loss += loss.detach()
+            if (index + 1) % accum_steps == 0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                scaler.step(optimizer)
+                scaler.update()
+                losses.append(cycle_loss.item())
+        return losses
+
+    def reference(model, cycles, max_norm):
+        return reference_run(model, F.cross_entropy, cycles, lr=LR, max_norm=max_norm)
+
+    checks = checks_accumulation.AmpAccumulationChecks(loss_outside, reference, lr=LR)
+    with pytest.raises(AssertionError, match="the loss was computed outside torch.autocast 4 of 4 times"):
+        checks.check_float16(44, equal_batches()[:4], 2, max_norm=0.05, init_scale=256.0)

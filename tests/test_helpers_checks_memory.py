@@ -472,3 +472,17 @@ def test_a_student_function_that_warns_and_prints_to_stderr_writes_nothing_to_st
 def test_divisors():
     assert cm._divisors(12) == [1, 2, 3, 4, 6, 12]
     assert math.prod(cm._divisors(1)) == 1
+
+
+def test_a_prediction_that_trains_a_copy_of_the_model_ran_something():
+    import copy
+
+    def measures_a_copy(model, optimizer_name):
+        twin = copy.deepcopy(model)
+        optimizer = cm.make_optimizer(twin.parameters(), optimizer_name)
+        twin(torch.randn(2, 6)).pow(2).mean().backward()
+        optimizer.step()
+        return cm.measure_training_bytes(model, optimizer_name)
+
+    with pytest.raises(AssertionError, match="ran the model"):
+        cm.check_training_bytes(measures_a_copy, nn.Sequential(nn.Linear(6, 4), nn.Linear(4, 2)), ("adam",))

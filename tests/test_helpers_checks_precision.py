@@ -247,7 +247,7 @@ def test_check_audit_left_no_trace():
     handle.remove()
     handle = torch.nn.modules.module.register_module_forward_hook(lambda *args: None)
     try:
-        with pytest.raises(AssertionError, match="remove the global forward hook"):
+        with pytest.raises(AssertionError, match="remove the global forward hooks"):
             checks_precision.check_audit_left_no_trace(audit_trace(model), before)
     finally:
         handle.remove()
@@ -256,7 +256,26 @@ def test_check_audit_left_no_trace():
     with pytest.raises(AssertionError, match="the parameters changed"):
         checks_precision.check_audit_left_no_trace(audit_trace(model), before)
     with pytest.raises(AssertionError, match="the parameters changed"):   # a trace that is no trace
+        checks_precision.check_audit_left_no_trace({"module_hooks": [], "global_hooks": []}, before)
+    with pytest.raises(AssertionError, match="could not read which hooks"):
         checks_precision.check_audit_left_no_trace({"module_hooks": False, "global_hooks": False}, before)
+
+
+@pytest.mark.parametrize(("attach", "says"), [
+    (lambda m: m[0].register_forward_pre_hook(lambda *args: None), "remove your forward pre-hooks"),
+    (lambda m: m[0].register_full_backward_hook(lambda *args: None), "remove your backward hooks"),
+    (lambda m: m[0].weight.register_hook(lambda grad: grad), "remove your gradient hooks on parameters"),
+    (lambda m: torch.nn.modules.module.register_module_forward_pre_hook(lambda *args: None),
+     "remove the global forward pre-hooks"),
+])
+def test_an_audit_must_remove_every_kind_of_hook_it_attached(attach, says):
+    model = nn.Sequential(nn.Linear(4, 4))
+    handle = attach(model)
+    try:
+        with pytest.raises(AssertionError, match=says):
+            checks_precision.check_audit_left_no_trace(audit_trace(model), param_snapshot(model))
+    finally:
+        handle.remove()
 
 
 def fates_reference(values, dtype):

@@ -7,14 +7,14 @@ def train_accumulated(model, optimizer, loss_fn, micro_batches, accum_steps):
     history = []
     optimizer.zero_grad()
     for cycle in cycles:
-        summed = 0.0
+        summed = torch.zeros(())
         for x, y in cycle:
             loss = loss_fn(model(x), y)
             (loss / len(cycle)).backward()
-            summed += loss.item()
+            summed = summed + loss.detach()
         optimizer.step()
         optimizer.zero_grad()
-        history.append(summed / len(cycle))
+        history.append(float(summed) / len(cycle))
     return history
 
 
