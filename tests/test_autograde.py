@@ -157,6 +157,8 @@ def test_a_dask_cluster_grades_as_serial_nbgrader_even_when_a_worker_dies(tmp_pa
         "the task of the killed worker should have run again on the other worker")
     recorded, maxima = scores(default_db_url(root))
     assert recorded == declared_scores(maxima)
+    for student in STUDENTS:   # make grade writes each graded student's feedback page, in the worker
+        assert list((root / "feedback" / student / ASSIGNMENT).glob("*.html")), f"no feedback for {student}"
 
 
 def postgres_binaries() -> Path | None:

@@ -139,7 +139,14 @@ def grade_one(root: str, assignment: str, student: str, db_url: str,
     with Gradebook(db_url, api.coursedir.course_id) as gradebook:
         submission = gradebook.find_submission(assignment, student)
         score, max_score = float(submission.score), float(submission.max_score)
-    return asdict(Outcome(assignment, student, "graded", seconds, score, max_score))
+    # The student's feedback page, in this worker too: a teacher releases it with release_feedback.
+    feedback = api.generate_feedback(assignment, student, force=True)
+    if not feedback.get("success"):
+        return asdict(Outcome(assignment, student, "failed", seconds, score, max_score,
+                              message="graded, but its feedback page could not be written: "
+                                      + failure_cause(feedback)))
+    return asdict(Outcome(assignment, student, "graded", round(time.monotonic() - started, 2), score,
+                          max_score))
 
 
 def _exception_lines(text: str) -> list[str]:
