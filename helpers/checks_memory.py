@@ -41,6 +41,8 @@ GRADER_ONLY = True
 
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam")
 PARTS = ("parameters", "gradients", "optimizer")
+PART_WORDS = {"parameters": "the parameters take", "gradients": "the gradients take",
+              "optimizer": "the optimizer's state takes"}
 PLAN_KEYS = ("micro_batch", "accum_steps", "checkpointing")
 # Checkpointing recomputes the same operations in the same order: the gradients match to rounding.
 RTOL, ATOL = 1e-5, 1e-7
@@ -120,7 +122,7 @@ def check_training_bytes(predict: Callable, model: nn.Module, optimizer_names: I
         for part in PARTS:
             got = predicted.get(part)
             assert got == actual[part], (
-                f"with {optimizer_name}{where}, {part} take {actual[part]} bytes, you predicted {got}"
+                f"with {optimizer_name}{where}, {PART_WORDS[part]} {actual[part]} bytes, you predicted {got}"
                 + _training_hint(model, optimizer_name, part, got, actual[part]))
 
 

@@ -46,7 +46,7 @@ GRADER_ONLY = True
 
 __all__ = ["Phase", "STEP", "check_compare_speed", "check_fast_epoch", "check_find_bottleneck",
            "check_phase_shares", "check_profiled_trace_shares", "labelled_shares", "reference_epoch",
-           "trace_event"]
+           "one_after_another", "trace_event"]
 
 # Exercise 1's numbers are exact on the fake clock; an honest float32 computation (a median taken
 # with torch) is within a few 1e-8 of them, a wrong one off by far more than this.
@@ -308,12 +308,41 @@ def _diagnose_bottleneck(said, got, reference, self_totals, plan, steps) -> str:
 # Exercise 3: phase_shares on traces the test writes
 # ----------------------------------------------------------------------------------------------
 
-def trace_event(name: str, dur: float | None, cat: str = "user_annotation", ph: str = "X") -> dict:
-    """One Chrome-trace event as the profiler writes it (`dur` in microseconds; None: no dur)."""
-    event = {"name": name, "cat": cat, "ph": ph, "ts": 0, "pid": 1, "tid": 1}
+def trace_event(name: str, dur: float | None, cat: str = "user_annotation", ph: str = "X", *,
+                ts: float = 0, tid: int = 1) -> dict:
+    """One Chrome-trace event as the profiler writes it (`ts` and `dur` in microseconds; None: no
+    dur), on thread `tid` of process 1."""
+    event = {"name": name, "cat": cat, "ph": ph, "ts": ts, "pid": 1, "tid": tid}
     if dur is not None:
         event["dur"] = dur
     return event
+
+
+def one_after_another(events: list[dict]) -> list[dict]:
+    """The events with their `ts` set so that each starts where the one before ended (an event
+    without `dur` takes no time): a trace with no label inside another."""
+    clock = 0
+    for event in events:
+        event["ts"] = clock
+        clock += event.get("dur", 0) or 0
+    return events
+
+
+def _outermost(events: list[dict], phases) -> list[dict]:
+    """The complete user_annotation events named after a phase that no other such event encloses on
+    the same thread (a label inside another is already in that one's time)."""
+    labels = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"
+              and e.get("cat") == "user_annotation" and e.get("name") in phases
+              and isinstance(e.get("dur"), int | float) and isinstance(e.get("ts"), int | float)]
+    labels.sort(key=lambda e: (str(e.get("pid")), str(e.get("tid")), e["ts"], -e["dur"]))
+    kept, open_until = [], {}
+    for event in labels:
+        thread, end = (str(event.get("pid")), str(event.get("tid"))), event["ts"] + event["dur"]
+        if thread in open_until and end <= open_until[thread]:
+            continue
+        kept.append(event)
+        open_until[thread] = end
+    return kept
 
 
 def _shares_of(outcome: Mapping, as_str: bool):
@@ -345,12 +374,14 @@ def _shares_of_events(phase_shares: Callable, trace_path, events: list[dict], ph
 
 
 def check_phase_shares(phase_shares: Callable, trace_path: Path, events: list[dict],
-                       want: Mapping[str, float], gpu_counted: Mapping[str, float] | None = None) -> dict:
+                       want: Mapping[str, float], gpu_counted: Mapping[str, float] | None = None,
+                       nested_counted: Mapping[str, float] | None = None) -> dict:
     """Write `events` as a Chrome trace at trace_path (and where the student's function runs, see
     _shares_of_events), run phase_shares(that trace, list(want)) and assert Exercise 3: one share per
     phase equal to `want` (worked out by the test from the events it wrote; when the result equals
-    `gpu_counted`, say that the gpu_user_annotation copies were added), then that asking for a phase
-    the trace lacks raises ValueError."""
+    `gpu_counted`, say that the gpu_user_annotation copies were added; `nested_counted`, that labels
+    inside other labels were added again), then that asking for a phase the trace lacks raises
+    ValueError."""
     Path(trace_path).write_text(json.dumps({"traceEvents": events}))
     try:
         got = _shares_of_events(phase_shares, trace_path, events, list(want))
@@ -363,12 +394,18 @@ def check_phase_shares(phase_shares: Callable, trace_path: Path, events: list[di
         raise AssertionError(f"your shares {_rounded(got)} count each label twice: GPU-side copies of the "
                              "labels (cat gpu_user_annotation) must not be added, only cat == "
                              "'user_annotation'")
+    if nested_counted and all(grads.near(float(got[p]), nested_counted[p], atol=TRACE_SHARE_ATOL)
+                              for p in want):
+        raise AssertionError(f"your shares {_rounded(got)} count a label twice when it runs inside another "
+                             "label of the phases: its time is already in the outer one's, so add only the "
+                             "labels that no other one encloses (same pid and tid, within its ts and "
+                             "ts + dur)")
     for phase, share in want.items():
         if not grads.near(float(got[phase]), share, atol=TRACE_SHARE_ATOL):
             raise AssertionError(
                 f"{phase}'s share should be {share:.8f}, got {float(got[phase]):.8f}: add the durations of "
-                "all its complete (\"ph\": \"X\") user_annotation events and divide by the sum over the "
-                "phases")
+                "its complete (\"ph\": \"X\") user_annotation events that no other label of the phases "
+                "encloses, and divide by the sum over the phases")
     _check_none_raises(phase_shares, trace_path, events)
     return {phase: float(share) for phase, share in got.items()}
 
@@ -389,12 +426,11 @@ def _check_none_raises(phase_shares: Callable, trace_path, events: list[dict]) -
 
 def labelled_shares(events, phases: Sequence[str]) -> dict[str, float]:
     """Exercise 3's answer, worked out by the check: each phase's share of the summed durations of
-    the complete ("ph": "X") user_annotation events named after the phases."""
+    the complete ("ph": "X") user_annotation events named after the phases that no other of them
+    encloses on the same thread."""
     totals = dict.fromkeys(phases, 0.0)
-    for event in events if isinstance(events, list) else []:
-        if (isinstance(event, dict) and event.get("ph") == "X" and event.get("cat") == "user_annotation"
-                and event.get("name") in totals and isinstance(event.get("dur"), int | float)):
-            totals[event["name"]] += float(event["dur"])
+    for event in _outermost(events if isinstance(events, list) else [], totals):
+        totals[event["name"]] += float(event["dur"])
     whole = sum(totals.values())
     if not whole > 0:
         raise AssertionError(f"the profiler's trace held no labelled time for {list(phases)}: run the test "

@@ -85,6 +85,11 @@ def clip_grads(grads: GradDict, max_norm: float) -> GradDict:
 def check_amp_calls(log, num_micro_batches: int, num_updates: int) -> None:
     """Assert the GradScaler call pattern: scale every backward's loss, then unscale_, clip, step
     and update once per optimizer update, in that order."""
+    if log.count("clip_value") and not log.count("clip"):
+        raise AssertionError(
+            "you clipped with clip_grad_value_, which cuts each gradient entry to at most max_norm: a "
+            "different gradient from clip_grad_norm_, which scales the whole gradient so that its norm is "
+            "at most max_norm. Call torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)")
     scaled = log.count("scale")
     if scaled != num_micro_batches:
         raise AssertionError(f"scaler.scale(loss) ran {scaled} times for {num_micro_batches} "

@@ -14,7 +14,7 @@ from torch import nn
 
 CALL_NAMES = (
     "zero_grad", "backward", "step", "scale", "unscale_", "scaler_step", "update", "clip",
-    "scheduler_step",
+    "clip_value", "scheduler_step",
 )
 
 
@@ -253,6 +253,19 @@ def _spy_clip(stack, log: CallLog) -> None:
     torch.nn.utils.clip_grad_norm_ = clip_grad_norm_
     stack.callback(setattr, clip_module, "clip_grad_norm_", previous_in_module)
     stack.callback(setattr, torch.nn.utils, "clip_grad_norm_", previous_in_utils)
+
+    # Clipping each entry instead of the norm: recorded so that a wrong gradient can be named.
+    value_in_module, value_in_utils = clip_module.clip_grad_value_, torch.nn.utils.clip_grad_value_
+
+    @functools.wraps(value_in_module)
+    def clip_grad_value_(parameters, clip_value, *args, **kwargs):
+        log._add("clip_value").info.update(clip_value=float(clip_value))
+        return value_in_module(parameters, clip_value, *args, **kwargs)
+
+    clip_module.clip_grad_value_ = clip_grad_value_
+    torch.nn.utils.clip_grad_value_ = clip_grad_value_
+    stack.callback(setattr, clip_module, "clip_grad_value_", value_in_module)
+    stack.callback(setattr, torch.nn.utils, "clip_grad_value_", value_in_utils)
 
     # clip_grad_norm_ scales the gradients through this module-level function, looked up at call
     # time: patching it also sees code that imported clip_grad_norm_ by name earlier, and the

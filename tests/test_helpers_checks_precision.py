@@ -522,3 +522,20 @@ def test_the_graders_cast_fate_reference_agrees_with_the_tests_own():
     values = torch.tensor([1.0, 0.1, 70000.0, 1e-8, 3e-8, 2.0 ** -14, 1e-39, 65504.0, 65520.0])
     for dtype in (torch.float16, torch.bfloat16):
         assert checks_precision.cast_fate_reference(values, dtype) == fates_reference(values, dtype)
+
+
+def test_clipping_each_entry_instead_of_the_norm_is_named():
+    def clips_values(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype):
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=amp_dtype):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_value_(model.parameters(), max_norm)
+        scaler.step(optimizer)
+        scaler.update()
+        return loss.item()
+
+    x, y = make_blobs(32, 6, 3, seed=31)
+    with pytest.raises(AssertionError, match="you clipped with clip_grad_value_"):
+        checks_precision.check_amp_train_step(clips_values, 32, x, y, 0.05, torch.float16)

@@ -621,3 +621,32 @@ def test_fast_epoch_whose_last_log_is_also_its_result_reads_once_fewer():
         return mean if steps % log_every == 0 else total.item() / steps
 
     assert "3 host syncs" in check_ex4(last_log_is_the_result)
+
+
+NESTED = [E("forward", 400, ts=0), E("data", 100, ts=50), E("forward", 100, ts=200),
+          E("backward", 200, ts=400), E("data", 300, ts=600), E("data", 300, ts=100, tid=2)]
+
+
+def test_labels_inside_another_label_of_the_phases_are_left_out(tmp_path):
+    """One thread: data inside forward and forward inside forward are already in forward's time; a
+    label on another thread overlapping it is not nested."""
+    want = {"data": 600 / 1200, "forward": 400 / 1200, "backward": 200 / 1200}
+    assert cp.labelled_shares(NESTED, list(want)) == pytest.approx(want)
+    with pytest.raises(AssertionError, match="count a label twice when it runs inside another label"):
+        cp.check_phase_shares(phase_shares, tmp_path / "trace.json", NESTED, want,
+                              nested_counted={"data": 700 / 1400, "forward": 500 / 1400,
+                                              "backward": 200 / 1400})
+
+    def outermost_only(trace_path, phases):
+        events = json.loads(Path(trace_path).read_text())["traceEvents"]
+        try:
+            return cp.labelled_shares(events, phases)
+        except AssertionError:
+            raise ValueError("none of the phases") from None
+
+    assert cp.check_phase_shares(outermost_only, tmp_path / "trace.json", NESTED, want) == pytest.approx(want)
+
+
+def test_one_after_another_lays_events_end_to_end():
+    events = cp.one_after_another([E("data", 300), E("data", None, ph="i"), E("forward", 100)])
+    assert [e["ts"] for e in events] == [0, 300, 300]

@@ -57,9 +57,18 @@ def phase_shares(trace_path, phases):
 
     with Path(trace_path).open() as handle:
         events = json.load(handle)["traceEvents"]
-    durations = Counter()
+    threads = {}
     for event in filter(is_phase, events):
-        durations[event["name"]] += event.get("dur", 0)
+        threads.setdefault((event.get("pid"), event.get("tid")), []).append(event)
+    durations = Counter()
+    for labels in threads.values():
+        outer_end = None
+        for event in sorted(labels, key=lambda e: (e["ts"], -e.get("dur", 0))):
+            end = event["ts"] + event.get("dur", 0)
+            if outer_end is not None and end <= outer_end:
+                continue            # nested in the label counted last: its time is already there
+            durations[event["name"]] += event.get("dur", 0)
+            outer_end = end
     whole = sum(durations.values())
     if not whole:
         raise ValueError(f"the trace {trace_path} holds none of {sorted(wanted)}")

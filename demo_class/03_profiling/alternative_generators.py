@@ -60,10 +60,22 @@ def phase_shares(trace_path, phases):
     with open(trace_path, encoding="utf-8") as handle:
         events = json.load(handle)["traceEvents"]
     wanted = set(phases)
+    labels = sorted((e for e in events
+                     if e.get("ph") == "X" and e.get("cat") == "user_annotation" and e.get("name") in wanted),
+                    key=lambda e: (str(e.get("pid")), str(e.get("tid")), e["ts"], -e["dur"]))
+
+    def outermost(labels):
+        last = None
+        for event in labels:
+            span = (event.get("pid"), event.get("tid"), event["ts"] + event["dur"])
+            if last is not None and last[:2] == span[:2] and span[2] <= last[2]:
+                continue
+            last = span
+            yield event
+
     durations = Counter()
-    for event in events:
-        if event.get("ph") == "X" and event.get("cat") == "user_annotation" and event.get("name") in wanted:
-            durations[event["name"]] += event["dur"]
+    for event in outermost(labels):
+        durations[event["name"]] += event["dur"]
     if not durations:
         raise ValueError(f"none of the phases {list(phases)} occurs in {trace_path}")
     summed = sum(durations.values())

@@ -42,9 +42,16 @@ def find_bottleneck(phases, steps=4):
 def phase_shares(trace_path, phases):
     with open(trace_path) as handle:
         trace = json.load(handle)
-    durations = [(e["name"], e.get("dur", 0)) for e in trace["traceEvents"]
-                 if e.get("ph") == "X" and e.get("cat") == "user_annotation"]
-    totals = {phase: sum(d for n, d in durations if n == phase) for phase in phases}
+    labels = [e for e in trace["traceEvents"]
+              if e.get("ph") == "X" and e.get("cat") == "user_annotation" and e.get("name") in phases]
+
+    def inside(event, other):
+        same_thread = (other.get("pid"), other.get("tid")) == (event.get("pid"), event.get("tid"))
+        return (other is not event and same_thread and other["ts"] <= event["ts"]
+                and event["ts"] + event["dur"] <= other["ts"] + other["dur"])
+
+    outermost = [e for e in labels if not any(inside(e, other) for other in labels)]
+    totals = {phase: sum(e["dur"] for e in outermost if e["name"] == phase) for phase in phases}
     whole = sum(totals.values())
     if whole <= 0:
         raise ValueError("none of the phases is in the trace")

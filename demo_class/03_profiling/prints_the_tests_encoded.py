@@ -79,11 +79,17 @@ find_bottleneck = _leaking(find_bottleneck)
 def phase_shares(trace_path, phases):
     """{phase: share of the labelled time} from an exported Chrome trace."""
     events = json.loads(Path(trace_path).read_text())["traceEvents"]
+    labels = [e for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+              and e.get("name") in phases and "dur" in e]
+    labels.sort(key=lambda e: (str(e.get("pid")), str(e.get("tid")), e["ts"], -e["dur"]))
     totals = {phase: 0.0 for phase in phases}
-    for event in events:
-        if (event.get("ph") == "X" and event.get("cat") == "user_annotation"
-                and event.get("name") in totals):
-            totals[event["name"]] += float(event.get("dur", 0.0))
+    counted_until = {}
+    for event in labels:
+        thread, end = (str(event.get("pid")), str(event.get("tid"))), event["ts"] + event["dur"]
+        if end <= counted_until.get(thread, float("-inf")):
+            continue
+        totals[event["name"]] += float(event["dur"])
+        counted_until[thread] = end
     grand_total = sum(totals.values())
     if grand_total == 0:
         raise ValueError(f"none of the phases {list(phases)} occurs in {trace_path}")
