@@ -194,10 +194,12 @@ class _Decoder:
         self.decoded_bytes += size
         if self.decoded_bytes > MAX_DECODED_BYTES:
             raise WireError(f"tensors of more than {MAX_DECODED_BYTES // 2**20} MiB in all")
-        # One copy, which the tensor owns: the received buffer stays read-only and untouched.
+        # A writable copy for frombuffer, then the tensor's own allocation (clone): aligned as the
+        # allocator aligns, which the matrix kernels need to run at full speed. The first copy is
+        # freed at once, so a reply's tensors hold their bytes once.
         flat = (torch.frombuffer(bytearray(raw), dtype=torch.uint8) if size
                 else torch.empty(0, dtype=torch.uint8))
-        tensor = flat.view(dtype).reshape(shape)
+        tensor = flat.view(dtype).reshape(shape).clone()
         if self.objects and node.get("parameter"):
             tensor = nn.Parameter(tensor, requires_grad=bool(node.get("requires_grad")))
         elif node.get("requires_grad") is True and tensor.is_floating_point():
