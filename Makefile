@@ -11,7 +11,7 @@ JOBS ?= 3
 # nbgrader calls the `alembic` command of its own environment.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup course grade views test check lint lab benchmark grading-benchmark clean gpu-check gpu-wheels
+.PHONY: setup course grade export views test check lint lab benchmark grading-benchmark clean gpu-check gpu-wheels
 
 setup: $(STAMP)
 
@@ -34,6 +34,12 @@ ASSIGNMENT ?= all
 grade: setup
 	WORKERS="$(WORKERS)" SCHEDULER="$(SCHEDULER)" DB="$(DB)" \
 	  $(BIN)/python -m course_tools.jobs.grade_class $(ASSIGNMENT) $(STUDENTS)
+
+# The gradebook as the files a learning-management system imports, into exports/: Canvas's and
+# Moodle's grade CSVs, nbgrader's own CSV and the scores a late penalty reduced. MAPPING names the CSV
+# of nbgrader ids to the LMS's ids (default lms_students.csv); a student missing from it stops the export.
+export: setup
+	$(BIN)/python -m course_tools.jobs.export_grades $(if $(MAPPING),--mapping $(MAPPING)) $(if $(DB),--db $(DB))
 
 # Regenerate release/ (student versions) and notebooks/ (executed solutions) from source/.
 views: setup
@@ -68,7 +74,7 @@ grading-benchmark: setup
 	$(BIN)/python -m course_tools.measure.grading_benchmark --update-readme $(GRADING_BENCHMARK_ARGS)
 
 clean:
-	rm -rf submitted feedback gradebook.db grades.csv cell_times.csv .grading
+	rm -rf submitted feedback gradebook.db grades.csv cell_times.csv .grading exports
 	find autograded -mindepth 1 -not -name README.md -exec rm -rf {} +
 
 # On a CUDA GPU: every worked notebook at real size under nbval, and the figures the notebooks
