@@ -29,6 +29,7 @@ from time import monotonic
 
 from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
+from nbformat import from_dict
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode, default
@@ -189,43 +190,41 @@ class GuardedExecute(Execute):
                                     f"{self.max_output_chars:,} per cell and "
                                     f"{self.max_notebook_output_chars:,} per notebook) ...\n"))
 
-    def append_output(self, cell, cell_index: int, output) -> None:
-        """An output the grader itself writes into a cell (what a test printed, a note, a failure):
-        charged against the same caps as the kernel's outputs. An error is shortened, never dropped."""
-        if output.get("output_type") == "error":
-            output["evalue"] = str(output.get("evalue", ""))[:ERROR_TEXT_CHARS]
-            output["traceback"] = self._shortened(output.get("traceback") or [])
-            self._charge(cell_index, output_chars(output))
-            cell.outputs.append(output)
-            return
-        room, size = self._room_for_output(cell_index), output_chars(output)
-        if size > room and "text" in output and room > 0:
-            output["text"], size = str(output["text"])[:room], room
+    def _fitted(self, cell_index: int, kind: str, content: dict) -> dict | None:
+        """An output's `content` as the caps keep it, charged to its cell; None when it is dropped.
+        An error is shortened, never dropped (it is what makes a test lose its points); a stream is
+        cut to the room left; anything else that does not fit is dropped."""
+        room, size = self._room_for_output(cell_index), output_chars(content)
+        if kind == "error":
+            content = {**content, "evalue": str(content.get("evalue", ""))[:ERROR_TEXT_CHARS],
+                       "traceback": self._shortened(content.get("traceback") or [])}
+            size = output_chars(content)
+        elif size > room and kind == "stream" and room > 0:
+            content, size = {**content, "text": str(content.get("text", ""))[:room]}, room
         elif size > room:
-            self._note_cut(cell.outputs, cell_index)
-            return
+            return None
         self._charge(cell_index, size)
-        cell.outputs.append(output)
-        if self._room_for_output(cell_index) <= 0:
+        return content
+
+    def append_output(self, cell, cell_index: int, output) -> None:
+        """An output the grader itself writes into a cell (what a test printed, a note, a failure),
+        kept as the kernel's outputs are."""
+        kind = output.get("output_type")
+        kept = self._fitted(cell_index, kind, output)
+        if kept is not None:
+            cell.outputs.append(from_dict(kept))
+        if kept is None or (kind == "stream" and self._room_for_output(cell_index) <= 0):
             self._note_cut(cell.outputs, cell_index)
 
     def output(self, outs, msg, display_id, cell_index):
         if self.clear_before_next_output:
             self._cell_chars[cell_index] = 0
-        content, kind = msg["content"], msg["msg_type"]
-        room, size = self._room_for_output(cell_index), output_chars(content)
-        if kind == "error":
-            content = {**content, "evalue": str(content.get("evalue", ""))[:ERROR_TEXT_CHARS],
-                       "traceback": self._shortened(content.get("traceback") or [])}
-            msg, size = {**msg, "content": content}, output_chars(content)
-        elif size > room and kind == "stream" and room > 0:
-            kept = str(content.get("text", ""))[:room]
-            msg, size = {**msg, "content": {**content, "text": kept}}, room
-        elif size > room:
+        kind = msg["msg_type"]
+        kept = self._fitted(cell_index, kind, msg["content"])
+        if kept is None:
             self._note_cut(outs, cell_index)
             return None
-        self._charge(cell_index, size)
-        out = super().output(outs, msg, display_id, cell_index)
+        out = super().output(outs, {**msg, "content": kept}, display_id, cell_index)
         if self._room_for_output(cell_index) <= 0 and kind == "stream":
             self._note_cut(outs, cell_index)
         return out
