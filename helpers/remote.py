@@ -203,4 +203,8 @@ def run_student(function, collect: Callable, *args, **kwargs):
         except wire.WireError as error:   # what the student's function returned cannot travel
             raise AssertionError(f"{getattr(function, '__name__', 'your function')} gave the check "
                                  f"something it cannot read: {error}") from None
-    return wire.decode(result_tree, result_buffers)
+    try:
+        return wire.decode(result_tree, result_buffers)
+    except wire.WireError as error:   # the kernel's answer, as the grader received it
+        raise AssertionError(f"the kernel's answer for {getattr(function, '__name__', 'your function')} "
+                             f"could not be read: {error}") from None

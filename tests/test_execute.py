@@ -263,6 +263,10 @@ TAMPERINGS = {
     "replayed": "k.iopub_socket.send_multipart(parts)",
     "missing content field": "at = parts.index(b'<IDS|MSG>'); parts[at + 5] = b'{}'\n"
                              "parts[at + 1] = k.session.sign(parts[at + 2:at + 6])",
+    # 80 MiB of JSON, signed: parsed, it would cost the grader several times that.
+    "too much JSON": "at = parts.index(b'<IDS|MSG>')\n"
+                     "parts[at + 5] = b'{\"name\": \"stdout\", \"text\": \"' + b'x' * 80 * 2**20 + b'\"}'\n"
+                     "parts[at + 1] = k.session.sign(parts[at + 2:at + 6])",
 }
 
 

@@ -159,6 +159,8 @@ class GradedDemoClass:
             for path in (released_course / "feedback" / student / self.assignment).iterdir():
                 assert not path.is_symlink() and path.is_file(), f"{path} is not a plain file"
                 assert path.suffix == ".html" or path.name in bookkeeping, f"{path} is no feedback page"
+                # The notebook's outputs are capped at 2,000,000 characters, whatever its kernel sent.
+                assert path.stat().st_size < 16 * 2**20, f"{path} is {path.stat().st_size:,} bytes"
             for path in (released_course / "autograded" / student / self.assignment).rglob("*"):
                 if path.is_file() and not path.is_symlink():
                     content = path.read_bytes()

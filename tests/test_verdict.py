@@ -140,3 +140,34 @@ def test_nothing_the_setup_cell_makes_in_a_temporary_folder_outlives_the_noteboo
     assert errors(executed.cells[2]) == []
     assert not list(Path(tempfile.gettempdir()).glob(made_here + "*"))
     assert not list(Path(tempfile.gettempdir()).glob(f"course-grader-*/{made_here}*"))
+
+
+SHARED_BUFFER_REPLY = '''kernel = get_ipython().kernel
+name = next(n for n in kernel.shell_handlers if "course" in n)
+original = kernel.shell_handlers[name]
+tensor = {"t": "tensor", "buffer": 0, "shape": [4 * 2**20], "dtype": "float32", "requires_grad": False}
+def forged(stream, idents, message):
+    content = message["content"]
+    if content["op"] != "call":
+        return original(stream, idents, message)
+    reply = {"status": "ok", "nonce": content.get("nonce"), "undone": [],
+             "result": {"t": "list", "items": [tensor] * 64}}
+    kernel.session.send(stream, "course_guard_reply", reply, message, idents, buffers=[bytes(16 * 2**20)])
+kernel.shell_handlers[name] = forged
+def answer(a, b):
+    return a * b'''
+
+
+def test_a_reply_that_names_one_buffer_many_times_costs_the_grader_its_size_once(tmp_path):
+    """64 tensors naming one 16 MiB buffer: a decoder copying per name would hold a gigabyte."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        cells = judged(tmp_path, SHARED_BUFFER_REPLY, "TEST")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    [(name, message)] = errors(cells[2])
+    assert name == "AssertionError" and "two tensors that name the same bytes" in message
+    assert peak < 160 * 2**20, f"the grader's process peaked at {peak / 2**20:.0f} MiB of Python objects"

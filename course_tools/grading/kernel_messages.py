@@ -19,6 +19,9 @@ REJECTED = "course_rejected_message"
 # larger one is dropped as soon as it arrives, and fails the test that asked for it.
 MAX_REPLY_BYTES = 64 * 2**20
 MAX_NOTEBOOK_REPLY_BYTES = 512 * 2**20
+# The most JSON (header, metadata, content) one message may carry: read into Python objects, JSON
+# grows several times its size, so a larger message is refused before it is parsed.
+MAX_MESSAGE_JSON_BYTES = 64 * 2**20
 
 
 def _is_well_formed(message: dict, with_content: bool) -> bool:
@@ -40,6 +43,10 @@ class CheckedSession(Session):
         self.rejected: list[str] = []
 
     def deserialize(self, msg_list, content=True, copy=True):
+        json_bytes = sum(memoryview(part).nbytes for part in msg_list[:5])
+        if json_bytes > MAX_MESSAGE_JSON_BYTES:
+            return self._rejected(f"a message of {json_bytes / 2**20:.0f} MiB, more than the "
+                                  f"{MAX_MESSAGE_JSON_BYTES // 2**20} MiB the grader parses")
         try:
             message = super().deserialize(msg_list, content=content, copy=copy)
         except Exception as error:  # signature, replay, framing, JSON: all the kernel's doing
