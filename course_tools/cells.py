@@ -59,3 +59,15 @@ def hidden_test_lines(cells) -> set[str]:
             elif len(line.strip()) > 12 and not line.strip().startswith(("#", ")", "]")):
                 (hidden if inside else visible).add(line.strip())
     return hidden - visible
+
+
+# Where the grader records, on a test cell of an autograded notebook, the name of the mistake its
+# failure diagnosed (helpers.diagnosis.mistake). The grader clears it from every cell it is handed,
+# so the class report never reads one that a student wrote into their notebook's metadata.
+DIAGNOSIS_KEY = "course_diagnosis"
+
+
+def recorded_diagnosis(cell) -> str | None:
+    metadata = cell.get("metadata", {})
+    name = metadata.get(DIAGNOSIS_KEY) if isinstance(metadata, dict) else None
+    return name if type(name) is str else None

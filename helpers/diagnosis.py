@@ -20,6 +20,21 @@ import textwrap
 CHECK_MODULES = ("helpers.",)
 
 
+def mistake(name: str, message: str) -> AssertionError:
+    """The failure of a check that recognised a mistake: an AssertionError saying `message` (the
+    student's own numbers in it) that carries `name`, a short identifier of the mistake which stays
+    the same for every student who makes it (the class report groups a class's failures by it)."""
+    error = AssertionError(message)
+    error.mistake = name
+    return error
+
+
+def mistake_name(error: BaseException) -> str | None:
+    """The identifier a check gave `error` with `mistake`, or None."""
+    name = getattr(error, "mistake", None) if isinstance(error, AssertionError) else None
+    return name if type(name) is str else None
+
+
 def raised_by_a_check(tb) -> bool:
     """True when the innermost frame of traceback `tb` (where the error was raised) is a helper's."""
     innermost = None

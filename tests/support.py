@@ -23,8 +23,9 @@ from nbgrader.validator import Validator
 
 from course_tools.cells import grade_id
 from course_tools.cells import is_test as is_test_cell
+from course_tools.jobs.class_report import read_scores
 from course_tools.jobs.demo_class import DEMO_CELL_TIMEOUT_S, DEMO_ROOT, write_submissions
-from course_tools.jobs.grade_demo_class import GradedSubmission, read_scores
+from course_tools.jobs.grade_demo_class import GradedSubmission
 from course_tools.jobs.nbgrader_course import load_config, open_course, require_success
 from course_tools.lessons import REPO_ROOT
 

@@ -9,6 +9,7 @@ class per assignment, so that pytest-xdist grades the assignments on different w
 import base64
 import csv
 import html
+import json
 import re
 
 import nbformat
@@ -17,7 +18,8 @@ from support import grade_demo_class
 
 from course_tools.cells import hidden_test_lines, is_test, notebook_cells
 from course_tools.grading.sandbox import sandbox_status
-from course_tools.jobs.demo_class import DEMO_ROOT, load_demo_class
+from course_tools.jobs.class_report import FAILED, NOT_ATTEMPTED, PASSED, UNDIAGNOSED, write_report
+from course_tools.jobs.demo_class import DEMO_ROOT, kind_of, load_demo_class
 from course_tools.jobs.grade_demo_class import export_grades
 from course_tools.lessons import REPO_ROOT, assignment_ids
 
@@ -117,6 +119,54 @@ class GradedDemoClass:
         scores = {row["student_id"]: float(row["raw_score"]) for row in rows}
         for student, result in graded.items():
             assert scores.get(student) == result.total, f"grades.csv disagrees with the gradebook: {student}"
+
+    @pytest.fixture(scope="class")
+    def class_report(self, graded, released_course):
+        page = write_report(released_course, self.assignment)
+        return page, json.loads(page.with_suffix(".json").read_text())
+
+    def test_class_report_adds_up_and_groups_each_mistake_by_name(self, graded, class_report):
+        """Every student is counted once per exercise, in the status the gradebook's points say; each
+        realistic mistake lands in a group its check named (not `undiagnosed`), whose message shows
+        the demo file's `# says:`; the untouched release is `not attempted` everywhere."""
+        _, report = class_report
+        assert report["students"] == len(graded)
+        outcomes = {}
+        for exercise in report["exercises"]:
+            assert sum(exercise["counts"].values()) == len(graded), exercise["test"]
+            assert sum(g["count"] for g in exercise["mistakes"]) == exercise["counts"][FAILED]
+            outcomes.update({(exercise["test"], o["student"]): o for o in exercise["outcomes"]})
+        for student, result in graded.items():
+            for test, score in result.scores.items():
+                status = outcomes[test, student]["status"]
+                assert (status == PASSED) == (score == result.max_scores[test]), (student, test, status)
+            submission = result.submission
+            if kind_of(submission) == "mistake":
+                lost = [outcomes[test, student] for test in submission.loses]
+                assert all(o["group"] not in ("", UNDIAGNOSED) for o in lost), (
+                    f"{student}: the report groups its failure as {[o['group'] for o in lost]}: give the "
+                    "check's diagnosis a name (helpers.diagnosis.mistake)")
+                assert any(submission.says in o["message"] for o in lost), (
+                    f"{student}: the report's message does not show {submission.says!r}")
+        assert all(outcomes[test, "untouched"]["status"] == NOT_ATTEMPTED
+                   for test in graded["untouched"].scores)
+
+    def test_class_report_opens_in_chromium(self, class_report, browser):
+        """A page a teacher opens offline: a heading, a table and a chart per exercise, no script."""
+        page_path, report = class_report
+        text = page_path.read_text()
+        assert "<script" not in text.lower()
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", errors.append)
+        try:
+            page.goto(page_path.as_uri())
+            assert page.locator("h2").count() == len(report["exercises"]) + 1
+            assert page.locator("svg").count() == len(report["exercises"])
+            assert page.locator("h1").inner_text().endswith(self.assignment)
+        finally:
+            page.close()
+        assert not errors
 
     def test_what_kernels_leave_behind_reaches_no_course_file(self, graded, released_course):
         """Kernels that swapped their notebook for links to the course's files, or wrote big files

@@ -171,3 +171,21 @@ def test_a_reply_that_names_one_buffer_many_times_costs_the_grader_its_size_once
     [(name, message)] = errors(cells[2])
     assert name == "AssertionError" and "two tensors that name the same bytes" in message
     assert peak < 160 * 2**20, f"the grader's process peaked at {peak / 2**20:.0f} MiB of Python objects"
+
+
+def test_the_mistake_a_check_names_is_recorded_and_a_students_own_record_is_not(tmp_path):
+    from course_tools.cells import DIAGNOSIS_KEY, recorded_diagnosis
+
+    named = graded("ex1_test", "from helpers.diagnosis import mistake\n"
+                               "raise mistake('sums_instead_of_multiplies', 'answer(3, 4) should be 12')",
+                   grade=True, points=1)
+    forged = graded("ex2_test", "assert True", grade=True, points=1)
+    forged.metadata[DIAGNOSIS_KEY] = "a_name_the_student_wrote"
+    plain = graded("ex3_test", "assert False, 'no name'", grade=True, points=1)
+    notebook = new_notebook(cells=[graded("setup", SETUP), named, forged, plain])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    executor = GuardedExecute(guard=True, sandbox="off", kernel_name="python3")
+    executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(tmp_path)},
+                                                 "nbgrader": {"assignment": "a1"}})
+    assert [recorded_diagnosis(c) for c in executed.cells[1:]] == ["sums_instead_of_multiplies", None, None]
+    assert errors(executed.cells[1]) == [("AssertionError", "answer(3, 4) should be 12")]

@@ -34,7 +34,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode, default
 
-from course_tools.cells import grade_id, is_read_only, is_test
+from course_tools.cells import DIAGNOSIS_KEY, grade_id, is_read_only, is_test
 from course_tools.grading.cell_order import release_notebook
 from course_tools.grading.demonstrations import SKIP_TAG, skipped_at_grading
 from course_tools.grading.guard_channel import (
@@ -391,6 +391,8 @@ class GuardedExecute(Execute):
         self._cell_chars: dict[int, int] = {}
         self._cut_cells: set[int] = set()
         self._rejected_by_executor: list[str] = []
+        for cell in self.nb.cells:   # only the grader writes a diagnosis (course_tools.cells)
+            cell.metadata.pop(DIAGNOSIS_KEY, None)
         code_cells = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
         try:
             self._run_cells_with_fresh_kernels(code_cells)

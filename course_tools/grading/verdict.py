@@ -20,7 +20,7 @@ import tempfile
 
 from IPython.core.inputtransformer2 import TransformerManager
 
-from course_tools.cells import is_read_only, is_test
+from course_tools.cells import DIAGNOSIS_KEY, is_read_only, is_test
 from course_tools.grading.guard_channel import (
     TIMED_OUT,
     KernelLost,
@@ -32,6 +32,7 @@ from course_tools.grading.guard_channel import (
     restored_note,
 )
 from course_tools.grading.kernel_messages import MAX_NOTEBOOK_REPLY_BYTES, MAX_REPLY_BYTES
+from helpers.diagnosis import mistake_name
 
 
 class CallLost(BaseException):
@@ -226,6 +227,9 @@ class GraderSideTests:
                 self._output(cell, index, integrity_error(failure.why))
         elif failure is not None:
             self._output(cell, index, error_output(type(failure).__name__, _message(failure)))
+            name = mistake_name(failure)
+            if name is not None:
+                cell.metadata[DIAGNOSIS_KEY] = name
 
 
 class _Unreadable:

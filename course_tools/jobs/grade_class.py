@@ -27,6 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from course_tools.jobs.class_report import write_report
 from course_tools.jobs.nbgrader_course import load_config, put_environment_on_path
 from course_tools.lessons import REPO_ROOT, assignment_ids
 
@@ -381,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
                            args.scheduler, args.db, args.force)
     rows = write_cell_times(args.root, names, args.root / "cell_times.csv")
     print(summary(outcomes, time.monotonic() - started))
+    for name in sorted({o.assignment for o in outcomes if o.status == "graded"}):
+        print(f"class report: {write_report(args.root, name, args.db)}")
     if rows:
         print(f"slowest cells (all timings in {args.root / 'cell_times.csv'}):\n" + slowest_cells(rows))
     return 1 if any(o.status == "failed" for o in outcomes) else 0

@@ -20,6 +20,7 @@ from nbgrader.plugins.export import CsvExportPlugin
 
 from course_tools.grading.sandbox import grading_sandbox, sandbox_setting
 from course_tools.jobs.build_views import regenerate
+from course_tools.jobs.class_report import read_scores, write_report
 from course_tools.jobs.demo_class import (
     DEMO_CELL_TIMEOUT_S,
     DEMO_ROOT,
@@ -58,19 +59,6 @@ class GradedSubmission:
     def as_expected(self) -> bool:
         return set(self.lost) == set(self.submission.loses) and all(
             self.scores[c] == 0 for c in self.submission.loses if c in self.scores)
-
-
-def read_scores(gradebook: Gradebook, assignment: str) -> dict[str, tuple[dict, dict]]:
-    """student -> ({grade cell: score}, {grade cell: max score}) for every autograded submission."""
-    result = {}
-    for submission in gradebook.assignment_submissions(assignment):
-        scores, max_scores = {}, {}
-        for notebook in submission.notebooks:
-            for grade in notebook.grades:
-                scores[grade.name] = float(grade.score)
-                max_scores[grade.name] = float(grade.max_score)
-        result[submission.student.id] = (scores, max_scores)
-    return result
 
 
 def corpus_summary(graded_by_assignment: dict[str, list[GradedSubmission]]) -> str:
@@ -194,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         all_ok &= all(g.as_expected for g in graded if sandbox.available or not g.submission.needs_sandbox)
     print(corpus_summary(graded_by_assignment))
     export_grades(root, root / "grades.csv")
+    for assignment in graded_by_assignment:
+        print(f"class report: {write_report(root, assignment)}")
     rows = write_cell_times(root, assignments, root / "cell_times.csv")
     print(f"slowest cells (every cell's time in {root / 'cell_times.csv'}):\n" + slowest_cells(rows))
     print(f"feedback: {root / 'feedback'}/<student>/<assignment>/   grades: {root / 'grades.csv'}")

@@ -32,9 +32,9 @@ from nbclient import NotebookClient
 
 from course_tools.cells import grade_id, is_read_only, is_test
 from course_tools.grading.execute import KERNEL_START
+from course_tools.jobs.class_report import read_scores
 from course_tools.jobs.demo_class import DEMO_ROOT, kind_of, load_demo_class, write_submissions
 from course_tools.jobs.grade_class import cell_times_path, default_db_url, grade_class
-from course_tools.jobs.grade_demo_class import read_scores
 from course_tools.jobs.nbgrader_course import generate_release, open_course, require_success
 from course_tools.lessons import CELL_TIMEOUT_S, COURSE_ID, REPO_ROOT
 from course_tools.measure.notebook_times import machine, update_readme

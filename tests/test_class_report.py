@@ -1,0 +1,57 @@
+"""The class report's reading of one autograded test cell (course_tools.jobs.class_report); the
+report of a whole graded class is tested on the demo classes in tests/test_grading.py."""
+
+import pytest
+from nbformat.v4 import new_code_cell, new_output
+
+from course_tools.cells import DIAGNOSIS_KEY
+from course_tools.jobs.class_report import (
+    FAILED,
+    INTEGRITY,
+    NOT_ATTEMPTED,
+    NOT_GRADED,
+    PASSED,
+    STATUSES,
+    UNDIAGNOSED,
+    ExerciseReport,
+    TestOutcome,
+    judge_cell,
+    report_html,
+)
+
+
+def cell(*errors, diagnosis=None, ran=True):
+    made = new_code_cell("check(answer)", execution_count=3 if ran else None)
+    made.outputs = [new_output("error", ename=name, evalue=message, traceback=[]) for name, message in errors]
+    if diagnosis:
+        made.metadata[DIAGNOSIS_KEY] = diagnosis
+    return made
+
+
+@pytest.mark.parametrize(("the_cell", "points", "untouched", "expected"), [
+    (cell(), 2.0, False, (PASSED, "")),
+    (cell(("AssertionError", "stepped 8 times"), diagnosis="step_every_micro_batch"), 0.0, False,
+     (FAILED, "step_every_micro_batch")),
+    (cell(("AssertionError", "a check without a name")), 0.0, False, (FAILED, UNDIAGNOSED)),
+    (cell(("NameError", "name 'x' is not defined")), 0.0, False, (FAILED, UNDIAGNOSED)),
+    (cell(("TamperingDetected", "could not establish")), 0.0, False, (FAILED, INTEGRITY)),
+    (cell(("NotImplementedError", "write your solution here")), 0.0, True, (NOT_ATTEMPTED, "")),
+    (cell(("KernelDied", "the kernel died")), 0.0, False, (NOT_GRADED, "")),
+    (cell(("CellTimeoutError", "the cell ran past 60 s")), 0.0, True, (NOT_GRADED, "")),
+    (cell(ran=False), 0.0, False, (NOT_GRADED, "")),
+])
+def test_each_test_cell_falls_in_one_status_and_group(the_cell, points, untouched, expected):
+    status, group, _ = judge_cell(the_cell, points, 2.0, untouched)
+    assert (status, group) == expected
+
+
+def test_a_students_message_is_text_in_the_page_never_markup():
+    exercise = ExerciseReport("ex1_1_test", 2.0, [
+        TestOutcome("ana", 0.0, 2.0, FAILED, UNDIAGNOSED, "<script>alert(1)</script><img src=x onerror=y>")])
+    report = {"assignment": "a1", "students": 1, "lost_only_to_limits": ["<b>bo</b>"],
+              "exercises": [{"test": exercise.test, "max_points": 2.0,
+                             "counts": {s: exercise.count(s) for s in STATUSES},
+                             "points": exercise.points(), "mistakes": exercise.groups()}]}
+    page = report_html(report)
+    assert "<script" not in page and "<img" not in page and "<b>bo" not in page
+    assert "&lt;script&gt;" in page
