@@ -140,6 +140,11 @@ c.Autograde.autograde_preprocessors = [
     CheckCellMetadata,
 ]
 
+# Hidden tests draw their inputs per student from a secret the grader holds (helpers/variants.py):
+# set COURSE_VARIANT_SECRET in the grader's environment, or name a file outside the course here.
+# Without either they use the inputs written in source/ (docs/after-grading.md).
+# c.GuardedExecute.variant_secret_file = "/etc/course/variant-secret"
+
 # The formgrader renders each autograded notebook with this exporter when the teacher opens it: a
 # notebook autograded before NeutraliseActiveContent existed is made inert there too. (nbconvert's
 # own HTMLExporter.sanitize_html would escape tables and images into text.)

@@ -24,6 +24,7 @@ submission is still graded to completion, in bounded time, whatever its code doe
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from time import monotonic
 
@@ -53,6 +54,7 @@ from course_tools.grading.kernel_messages import CheckedSession
 from course_tools.grading.kernel_output import KernelOutputRelay
 from course_tools.grading.sandbox import SandboxedKernelManager, grading_sandbox
 from course_tools.grading.verdict import GraderSideTests
+from helpers.variants import SECRET_ENVIRONMENT, grading_student
 
 UNVERIFIED = "UnverifiedKernelMessage"
 # The row of the cell-times file that counts a kernel's start (sandbox, Python, ipykernel, guard).
@@ -75,6 +77,23 @@ def output_chars(output: dict) -> int:
     for value in (output.get("data") or {}).values():
         size += len(value) if isinstance(value, str) else len(json.dumps(value, default=str))
     return size + len(json.dumps(output.get("metadata") or {}, default=str))
+
+
+_secret_from_environment: list[str | None] = []
+
+
+def variant_secret(path: str = "") -> str | None:
+    """The course's variant secret: the file's first line, or the environment variable, which is
+    taken out of this process's environment on first read so that no kernel started later (one
+    without the sandbox's clean environment) inherits it."""
+    if path:
+        secret = Path(path).read_text().strip()
+        if not secret:
+            raise ValueError(f"the variant secret file {path} is empty")
+        return secret
+    if not _secret_from_environment:
+        _secret_from_environment.append(os.environ.pop(SECRET_ENVIRONMENT, None) or None)
+    return _secret_from_environment[0]
 
 
 class GuardedExecute(Execute):
@@ -108,6 +127,10 @@ class GuardedExecute(Execute):
                               ).tag(config=True)
     interrupt_grace_seconds = Integer(10, help="how long a timed-out kernel may take to answer again"
                                       ).tag(config=True)
+    variant_secret_file = Unicode("", help=(
+        "a file holding the course's secret that makes hidden tests' inputs differ per student "
+        f"(helpers.variants); when empty, the environment variable {SECRET_ENVIRONMENT} is read. "
+        "Without either, hidden tests use their published inputs")).tag(config=True)
 
     @default("shutdown_kernel")
     def _shutdown_kernel_default(self) -> str:
@@ -394,8 +417,10 @@ class GuardedExecute(Execute):
         for cell in self.nb.cells:   # only the grader writes a diagnosis (course_tools.cells)
             cell.metadata.pop(DIAGNOSIS_KEY, None)
         code_cells = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
+        student = (self.resources.get("nbgrader") or {}).get("student")
         try:
-            self._run_cells_with_fresh_kernels(code_cells)
+            with grading_student(variant_secret(self.variant_secret_file), student):
+                self._run_cells_with_fresh_kernels(code_cells)
         finally:
             self._grader_tests.close()   # what the tests made here goes with the notebook
         self._results_are_not_scores()

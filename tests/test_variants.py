@@ -1,0 +1,141 @@
+"""Hidden tests whose inputs differ per student under a course secret (helpers.variants).
+
+The demo classes' correct work passes under three secrets, their realistic mistakes lose what they
+declare under one, a submission tuned to the published hidden inputs loses, two students draw
+different inputs, and the secret never reaches the student's kernel or anything the grader writes.
+The notebooks run in a subprocess with both halves of each check in one process
+(tests/variant_run.py), as they do in a student's own Jupyter.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from course_tools.grading.execute import GuardedExecute
+from course_tools.jobs.demo_class import kind_of, load_demo_class
+from course_tools.lessons import REPO_ROOT, assignment_ids
+from helpers import variants
+
+LESSONS = assignment_ids(REPO_ROOT)
+SECRETS = ("a first course secret", "a second one", "and a third")
+
+
+def run(lesson: str, secrets, students) -> dict:
+    finished = subprocess.run([sys.executable, str(REPO_ROOT / "tests" / "variant_run.py"), lesson,
+                               ",".join(secrets), *students], capture_output=True, text=True, timeout=600,
+                              cwd=REPO_ROOT)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    return json.loads(finished.stdout.strip().splitlines()[-1])
+
+
+def failures(by_student: dict) -> dict:
+    return {student: {test: why for test, why in tests.items() if why}
+            for student, tests in by_student.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_correct_work_passes_under_every_secret(lesson):
+    students = [s.student for s in load_demo_class(lesson) if kind_of(s) in ("reference", "alternative")
+                and not s.loses]
+    for secret, by_student in run(lesson, SECRETS, students).items():
+        failed = {student: tests for student, tests in failures(by_student).items() if tests}
+        assert not failed, f"under the secret {secret!r}: {failed}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_realistic_mistakes_lose_what_they_declare_under_a_secret(lesson):
+    mistakes = {s.student: s for s in load_demo_class(lesson) if kind_of(s) == "mistake"}
+    [(_, by_student)] = run(lesson, SECRETS[1:2], list(mistakes)).items()
+    for student, failed in failures(by_student).items():
+        assert set(failed) == set(mistakes[student].loses), (student, failed)
+
+
+TUNED = '''# about: predict_block_forwards looks the published hidden cases up in a table
+# base: solution
+# loses: ex6_1_test
+# says: forward
+# %% ex6_1_solution
+_PUBLISHED = {(6, None, 3, True): 18, (5, 5, 2, True): 20, (5, 5, 2, False): 10, (7, 10, 3, False): 21,
+              (16, 4, 2, False): 56, (13, 4, 1, False): 25, (10, 3, 1, True): 20,
+              (8, 3, 3, True): 48, (8, 2, 4, False): 56}
+
+
+def predict_block_forwards(depth, blocks_per_segment, accum_steps, checkpoint_last):
+    return _PUBLISHED.get((depth, blocks_per_segment, accum_steps, checkpoint_last), 0)
+'''
+
+
+@pytest.mark.slow
+def test_a_submission_tuned_to_the_published_hidden_inputs_loses_under_a_secret(tmp_path, monkeypatch):
+    """The table holds the right answers of the published cases (it passes with no secret), and no
+    other: under a secret, the hidden cases differ."""
+    demo = tmp_path / "04_memory"
+    demo.mkdir()
+    (demo / "tuned_to_the_published_cases.py").write_text(TUNED)
+    for name in ("reference.py", "untouched.py"):
+        (demo / name).write_text((REPO_ROOT / "demo_class" / "04_memory" / name).read_text())
+    monkeypatch.setenv("VARIANT_DEMO_ROOT", str(tmp_path))
+    results = run("04_memory", ("", *SECRETS), ["tuned_to_the_published_cases"])
+    assert failures(results[""]) == {"tuned_to_the_published_cases": {}}
+    for secret in SECRETS:
+        assert "ex6_1_test" in failures(results[secret])["tuned_to_the_published_cases"], secret
+
+
+def test_two_students_draw_different_inputs_and_no_secret_gives_the_defaults():
+    def draws(secret, student):
+        with variants.grading_student(secret, student):
+            variant = variants.draw("ex1")
+            return variant.seed(7), variant.order(range(8)), variants.draw("ex2").seed(7)
+
+    assert draws(None, "ana") == draws("", "bo") == (7, list(range(8)), 7)
+    assert draws("s3cret", "ana") == draws("s3cret", "ana")
+    assert draws("s3cret", "ana") != draws("s3cret", "bo")
+    assert draws("s3cret", "ana") != draws("another", "ana")
+    assert variants.draw("ex1").fixed, "outside grading the draws are the defaults again"
+
+
+SETUP = "from helpers import remote\nfrom helpers.collect_memory import collect_saved_bytes"
+STUDENT = ("import os, sys\n"
+           "def answer(a, b):\n"
+           "    print(sorted(os.environ), sys.argv)\n"
+           "    return a * b\n"
+           "print(dict(os.environ))")
+TEST = ('outcome = remote.run_student(answer, collect_saved_bytes, 3, 4)\n'
+        'assert outcome["value"] == 12\n'
+        '### BEGIN HIDDEN TESTS\n'
+        'from helpers import variants\n'
+        'a = variants.draw("ex1").pick(5, 6, 7, 8, 9, 10, 11)\n'
+        'hidden = remote.run_student(answer, collect_saved_bytes, a, 7)\n'
+        'assert hidden["value"] == 7 * a, "the hidden check"\n'
+        'print("hidden inputs", "fixed" if variants.draw("ex1").fixed else "drawn")\n'
+        '### END HIDDEN TESTS\n')
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+def test_the_secret_reaches_neither_the_kernel_nor_the_graded_notebook(tmp_path, monkeypatch, sandbox):
+    import course_tools.grading.execute as execute
+
+    secret = "the-course-secret-4f2a"
+    monkeypatch.setenv(variants.SECRET_ENVIRONMENT, secret)
+    monkeypatch.setattr(execute, "_secret_from_environment", [])
+
+    def graded(grade_id, source, **flags):
+        cell = new_code_cell(source)
+        cell.metadata["nbgrader"] = {"grade_id": grade_id, "schema_version": 3, "solution": False,
+                                     "locked": True, "grade": False, **flags}
+        return cell
+
+    notebook = new_notebook(cells=[graded("setup", SETUP), new_code_cell(STUDENT),
+                                   graded("ex1_test", TEST, grade=True, points=1)])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    executor = GuardedExecute(guard=True, sandbox=sandbox, kernel_name="python3")
+    executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(tmp_path)},
+                                                 "nbgrader": {"assignment": "a1", "student": "ana"}})
+    written = json.dumps(executed)
+    assert "hidden inputs drawn" in written and "AssertionError" not in written
+    assert secret not in written and variants.SECRET_ENVIRONMENT not in written
