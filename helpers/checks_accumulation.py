@@ -32,6 +32,7 @@ from torch import nn
 from helpers import models, remote, spies
 from helpers.collect_accumulation import collect_amp_training, collect_token_accumulation, collect_training
 from helpers.collect_precision import check_amp_calls, clip_grads
+from helpers.diagnosis import mistake, mistake_name
 from helpers.grads import clone_model, compare, fill_grads, grad_snapshot, near, param_snapshot
 
 # The test cells call checks_accumulation.token_references; the lesson's own cells need it too, so
@@ -175,6 +176,16 @@ MISTAKE_MESSAGES = {
     ),
 }
 MISTAKE_MESSAGES["last_micro_batch_only_undivided"] = MISTAKE_MESSAGES["last_micro_batch_only"]
+# The name each of those mistakes goes by in a class report (helpers.diagnosis.mistake).
+MISTAKE_NAMES = {
+    "no_division": "loss_not_divided",
+    "last_micro_batch_only": "zero_grad_inside_cycle",
+    "last_micro_batch_only_undivided": "zero_grad_inside_cycle",
+    "divided_by_accum_steps": "short_cycle_divided_by_accum_steps",
+    "equal_weights": "micro_batches_weighted_equally",
+    "clipped_every_micro_batch": "clipped_every_micro_batch",
+    "not_clipped": "not_clipped",
+}
 
 
 STALE_MESSAGE = (
@@ -197,22 +208,31 @@ def diagnose_gradient(candidate: GradDict, cycle: CycleReference, update: int, c
     `stale`: the gradients .grad held before the student's function ran (only for the first
     update); a candidate that is those plus a cycle's gradient is named as leaked old gradients.
     """
+    diagnosis = _gradient_diagnosis(candidate, cycle, update, cycle_size, accum_steps, stale)
+    return None if diagnosis is None else diagnosis[1]
+
+
+def _gradient_diagnosis(candidate: GradDict, cycle: CycleReference, update: int, cycle_size: int,
+                        accum_steps: int, stale: GradDict | None = None) -> tuple[str, str] | None:
+    """diagnose_gradient's message, with the name of the mistake it names: (name, message), or None."""
     missing = [name for name, g in candidate.items() if g is None]
     if missing:
-        return (f"at update {update} the parameters {missing[:3]} had no gradient: "
-                "run loss.backward() for every micro-batch before optimizer.step()")
+        return "backward_missing", (f"at update {update} the parameters {missing[:3]} had no gradient: "
+                                    "run loss.backward() for every micro-batch before optimizer.step()")
     result = compare(candidate, cycle.grads)
     if result.close(rtol=RTOL, atol=ATOL):
         return None
     if stale is not None and all(stale.get(name) is not None for name in candidate):
         without = {name: g - stale[name] for name, g in candidate.items()}
         if _matches_cycle(without, cycle):
-            return STALE_MESSAGE.format(update=update)
-    for mistake, grads in cycle.mistakes.items():
+            return "stale_grads_not_cleared", STALE_MESSAGE.format(update=update)
+    for kind, grads in cycle.mistakes.items():
         if compare(candidate, grads).close(rtol=RTOL, atol=ATOL):
-            return MISTAKE_MESSAGES[mistake].format(update=update, k=accum_steps, n=cycle_size)
-    return (f"the gradient at update {update} differs from the full-batch gradient of its cycle "
-            f"({result}): it should be the gradient of the mean loss over all samples of the cycle")
+            return MISTAKE_NAMES[kind], MISTAKE_MESSAGES[kind].format(update=update, k=accum_steps,
+                                                                     n=cycle_size)
+    return "wrong_gradient", (
+        f"the gradient at update {update} differs from the full-batch gradient of its cycle "
+        f"({result}): it should be the gradient of the mean loss over all samples of the cycle")
 
 
 _NOT_GIVEN = object()
@@ -242,16 +262,18 @@ def check_graphs_alive(graphs, micro_rows: int) -> None:
     thread, whatever saved-tensor hooks, save_on_cpu or checkpoint were active)."""
     keys = ("most_alive", "most_rows", "forwards")
     if not (isinstance(graphs, dict) and all(type(graphs.get(key)) is int for key in keys)):
-        raise AssertionError("could not read which autograd graphs your loop held")
+        raise mistake("evidence_unreadable", "could not read which autograd graphs your loop held")
     alive, rows = graphs["most_alive"], graphs["most_rows"]
     if alive > 1:
-        raise AssertionError(
+        raise mistake(
+            "several_micro_batches_in_memory",
             f"the result is right, but the model's layers held the autograd graphs of {alive} forward passes "
             "at once: run each micro-batch's backward before the next forward, so that its graph is freed "
             "(saving the activations elsewhere, with save_on_cpu or checkpoint, or running the forward on "
             "another thread, still holds them)")
     if micro_rows and rows > micro_rows:
-        raise AssertionError(
+        raise mistake(
+            "forward_over_whole_cycle",
             f"the result is right, but one forward pass ran {rows} rows at once, where the largest "
             f"micro-batch holds {micro_rows}: run the forward of each micro-batch on its own")
 
@@ -261,15 +283,19 @@ def check_activation_memory(peak_saved, single_peak: int, backwards: int, num_mi
     """The one requirement the parameters cannot show: at most one micro-batch's activations
     alive at once. `graphs` (the model's layers' record, check_graphs_alive) decides first; then
     `peak_saved`, what the student's kernel's saved-tensor meter measured, against `single_peak`.
-    The backward count only explains a failure."""
+    The backward count only explains a failure. A loop that torch.func runs cannot run under the
+    meter (collect_training runs it again without): its `peak_saved` is None, and the graphs judge."""
     if graphs is not None:
         check_graphs_alive(graphs, micro_rows)
+        if peak_saved is None:
+            return
     if not isinstance(peak_saved, int) or isinstance(peak_saved, bool) or peak_saved < 0:
-        raise AssertionError("could not read how much memory your loop's autograd graph held")
+        raise mistake("evidence_unreadable", "could not read how much memory your loop's autograd graph held")
     if single_peak > 0 and peak_saved > MEMORY_SLACK * single_peak:
         counted = (f"; backward ran {backwards} times for {num_micro_batches} micro-batches"
                    if backwards != num_micro_batches else "")
-        raise AssertionError(
+        raise mistake(
+            "several_micro_batches_in_memory",
             f"the result is right, but the autograd graph held {peak_saved / single_peak:.1f} micro-batches' "
             f"activations at once ({peak_saved} bytes; one micro-batch needs {single_peak}){counted}: run "
             "one forward and one backward per micro-batch, so that each backward frees its activations "
@@ -299,7 +325,8 @@ def check_updates(log, reference: Reference,
             peak_saved, single_peak, *graph_record = activation_peaks
             check_activation_memory(peak_saved, single_peak, backwards, n, *graph_record)
         elif backwards != n:
-            raise AssertionError(
+            raise mistake(
+                "backward_not_per_micro_batch",
                 f"the final parameters are right, but backward ran {backwards} times for {n} micro-batches: "
                 "run one forward and one backward per micro-batch (a backward over a whole cycle at once "
                 "keeps every micro-batch's activations in memory, which accumulation exists to avoid)")
@@ -309,8 +336,9 @@ def check_updates(log, reference: Reference,
     _explain_wrong_updates(log, reference, backwards, stale_grads)
     if final_params is not None:
         result = compare(final_params, reference.final_params)
-        raise AssertionError("the gradients each step saw were right but the final parameters are not "
-                             f"({result}): change the parameters only through optimizer.step()")
+        raise mistake("parameters_changed_outside_step",
+                      "the gradients each step saw were right but the final parameters are not "
+                      f"({result}): change the parameters only through optimizer.step()")
     if returned_losses is not _NOT_GIVEN:
         check_returned_losses(returned_losses, [cycle.loss for cycle in reference.cycles])
 
@@ -325,52 +353,62 @@ def _explain_wrong_updates(log, reference: Reference, backwards: int, stale_grad
     if backwards == n - tail and tail and len(steps) == expected_updates - 1:
         # The backward count alone would say "one backward per micro-batch", which the loop did for
         # every micro-batch it ran: what it skipped is the last cycle.
-        raise AssertionError(
+        raise mistake(
+            "last_cycle_skipped",
             f"the loop ran {backwards} of {n} micro-batches and stepped {len(steps)} times: with "
             f"accum_steps={k} the last, shorter cycle ({tail} micro-batch{'es' if tail > 1 else ''}) never "
             f"ran or got its step. Run it too: {expected_updates} cycles, the last one shorter")
     if backwards != n:
-        raise AssertionError(f"backward ran {backwards} times for {n} micro-batches: "
-                             "run exactly one backward per micro-batch")
+        raise mistake("backward_not_per_micro_batch",
+                      f"backward ran {backwards} times for {n} micro-batches: "
+                      "run exactly one backward per micro-batch")
     if len(steps) != expected_updates:
         if len(steps) == n:
-            raise AssertionError(
+            raise mistake(
+                "step_every_micro_batch",
                 f"optimizer.step() ran {n} times for {n} micro-batches with accum_steps={k}: "
                 f"step only when a cycle is full ({expected_updates} steps)")
         if len(steps) < expected_updates and n % k:
-            raise AssertionError(
+            raise mistake(
+                "last_cycle_not_stepped",
                 f"optimizer.step() ran {len(steps)} times, but {n} micro-batches with accum_steps={k} "
                 f"make {expected_updates} cycles: the last, shorter cycle never got its step, and its "
                 "gradients would leak into the next epoch")
         if len(steps) == expected_updates + 1 and n % k == 0:
-            raise AssertionError(
+            raise mistake(
+                "extra_step_after_last_cycle",
                 f"optimizer.step() ran {len(steps)} times, but {n} micro-batches with accum_steps={k} make "
                 f"exactly {expected_updates} cycles: your loop stepped once more after the last full cycle, "
                 "with no micro-batch left (there are ceil(micro-batches / accum_steps) cycles)")
-        raise AssertionError(f"optimizer.step() ran {len(steps)} times; expected {expected_updates}, "
-                             "one per cycle of accum_steps micro-batches")
+        raise mistake("wrong_step_count",
+                      f"optimizer.step() ran {len(steps)} times; expected {expected_updates}, "
+                      "one per cycle of accum_steps micro-batches")
     for update, (call, cycle) in enumerate(zip(steps, reference.cycles, strict=True), 1):
-        problem = diagnose_gradient(call.info["grads"], cycle, update, cycle.size, k,
-                                    stale=stale_grads if update == 1 else None)
-        if problem:
-            raise AssertionError(problem)
+        diagnosis = _gradient_diagnosis(call.info["grads"], cycle, update, cycle.size, k,
+                                        stale=stale_grads if update == 1 else None)
+        if diagnosis:
+            name, problem = diagnosis
+            raise mistake(name, problem)
 
 
 def check_returned_losses(returned, expected: Sequence[float], rtol: float = 1e-4) -> None:
     """Assert that `returned` is a list of Python floats, one per update, close to `expected`."""
     if not isinstance(returned, (list, tuple)):
-        raise AssertionError(f"your function returned {type(returned).__name__}, not a list: return a "
-                             "list with one float per update, the mean loss of that cycle")
+        raise mistake("wrong_return_type",
+                      f"your function returned {type(returned).__name__}, not a list: return a "
+                      "list with one float per update, the mean loss of that cycle")
     kinds = {type(v).__name__ for v in returned if not isinstance(v, numbers.Real) or isinstance(v, bool)}
     if kinds:
-        raise AssertionError(
+        raise mistake(
+            "loss_not_python_float",
             f"the returned losses hold {', '.join(sorted(kinds))}, not Python floats: sum loss.detach() "
             "over the cycle and call .item() once per update (a tensor that still requires grad keeps "
             "its whole graph in memory)")
     got = [float(v) for v in returned]
     if len(got) != len(expected) or any(not near(a, b, rtol=rtol, atol=rtol)
                                         for a, b in zip(got, expected, strict=False)):
-        raise AssertionError(
+        raise mistake(
+            "wrong_loss_returned",
             f"returned losses {[float(f'{v:.6g}') for v in got]}, but the mean losses of the cycles were "
             f"{[float(f'{v:.6g}') for v in expected]}: return one number per update, the cycle's mean "
             "loss (the sum of its scaled micro-batch losses)")
@@ -385,11 +423,13 @@ def check_token_gradients(candidate: GradDict, full: GradDict, naive: GradDict,
     """
     missing = [name for name, g in candidate.items() if g is None]
     if missing:
-        raise AssertionError(f"after your function the parameters {missing[:3]} have no .grad: "
-                             "call backward() on each micro-batch's loss")
+        raise mistake("backward_missing",
+                      f"after your function the parameters {missing[:3]} have no .grad: "
+                      "call backward() on each micro-batch's loss")
     if before is not None:
         if compare(candidate, full).close(rtol=RTOL, atol=ATOL):
-            raise AssertionError(
+            raise mistake(
+                "cleared_callers_grads",
                 "your function cleared the gradients that .grad held when it was called: do not call "
                 "zero_grad (or set .grad to None); the caller clears them, and may accumulate several "
                 "calls into one update")
@@ -399,48 +439,57 @@ def check_token_gradients(candidate: GradDict, full: GradDict, naive: GradDict,
     if result.close(rtol=RTOL, atol=ATOL):
         return
     if compare(candidate, naive).close(rtol=RTOL, atol=ATOL):
-        raise AssertionError(
+        raise mistake(
+            "mean_of_micro_batch_means",
             "your gradient is the average of per-micro-batch mean losses, the October 2024 "
             "gradient-accumulation bug: a micro-batch with 3 tokens weighs as much as one with 40. "
             "Sum the token losses (reduction='sum') and divide by the real tokens of the whole cycle")
     doubled = {name: 2 * g for name, g in full.items()}
     if compare(candidate, doubled).close(rtol=RTOL, atol=ATOL):
-        raise AssertionError("your gradient is twice the expected one: did .grad hold gradients from "
-                             "an earlier call? Do not call backward twice per micro-batch")
+        raise mistake("gradient_doubled",
+                      "your gradient is twice the expected one: did .grad hold gradients from "
+                      "an earlier call? Do not call backward twice per micro-batch")
     flat_candidate = torch.cat([g.flatten() for g in candidate.values()])
     flat_full = torch.cat([g.flatten() for g in full.values()])
     ratio = float(flat_candidate @ flat_full) / max(float(flat_full @ flat_full), 1e-30)
     if not near(ratio, 1.0, atol=1e-3) and compare(candidate, {n: ratio * g for n, g in full.items()}).close(
             rtol=RTOL, atol=ATOL):
-        raise AssertionError(
+        raise mistake(
+            "wrong_token_divisor",
             f"your gradient differs from the full-batch token-mean gradient by a factor: it is {ratio:.4g} "
             "times it. The direction is right, the divisor is wrong: divide the summed token loss by the "
             "number of real target tokens (targets != ignore_index) of the whole cycle")
-    raise AssertionError(f"your gradient differs from the full-batch token-mean gradient ({result}): "
-                         "each token of the cycle must weigh 1 / (real tokens in the whole cycle)")
+    raise mistake("wrong_gradient",
+                  f"your gradient differs from the full-batch token-mean gradient ({result}): "
+                  "each token of the cycle must weigh 1 / (real tokens in the whole cycle)")
 
 
 # What torch raises for the classic GradScaler mistakes of an accumulation loop, and what the
 # course says about each. Matched on torch's own message, so each fixed text appears only when
 # its cause is the cause.
 TORCH_ERRORS = (
-    ("No inf checks were recorded prior to update",
-     "scaler.update() ran without a scaler.step(optimizer) since the last update: update the scale "
-     "once per optimizer step, right after scaler.step(optimizer), not after every micro-batch (the "
-     "scale must stay the same for all micro-batches of a cycle)"),
-    ("unscale_() has already been called on this optimizer since the last update()",
-     "scaler.unscale_(optimizer) ran twice in one cycle: unscale once per cycle, after the last "
-     "micro-batch's backward, right before clipping"),
-    ("unscale_() is being called after step()",
-     "scaler.unscale_(optimizer) ran after a scaler.step(optimizer) with no scaler.update() between "
-     "them: the scaler clears its per-optimizer state only in update(), so call scaler.update() "
-     "once right after every scaler.step(optimizer)"),
-    ("step() has already been called since the last update()",
-     "scaler.step(optimizer) ran twice without scaler.update() between them: step and update once "
-     "per cycle, after the last micro-batch's backward"),
-    ("Attempted update but _scale is None",
-     "scaler.update() ran but no loss went through scaler.scale(loss): backward through "
-     "scaler.scale(loss) for every micro-batch"),
+    remote.Known(
+        "update_without_step", "No inf checks were recorded prior to update",
+        "scaler.update() ran without a scaler.step(optimizer) since the last update: update the scale "
+        "once per optimizer step, right after scaler.step(optimizer), not after every micro-batch (the "
+        "scale must stay the same for all micro-batches of a cycle)"),
+    remote.Known(
+        "unscale_twice", "unscale_() has already been called on this optimizer since the last update()",
+        "scaler.unscale_(optimizer) ran twice in one cycle: unscale once per cycle, after the last "
+        "micro-batch's backward, right before clipping"),
+    remote.Known(
+        "scaler_not_updated", "unscale_() is being called after step()",
+        "scaler.unscale_(optimizer) ran after a scaler.step(optimizer) with no scaler.update() between "
+        "them: the scaler clears its per-optimizer state only in update(), so call scaler.update() "
+        "once right after every scaler.step(optimizer)"),
+    remote.Known(
+        "scaler_step_twice", "step() has already been called since the last update()",
+        "scaler.step(optimizer) ran twice without scaler.update() between them: step and update once "
+        "per cycle, after the last micro-batch's backward"),
+    remote.Known(
+        "loss_not_scaled", "Attempted update but _scale is None",
+        "scaler.update() ran but no loss went through scaler.scale(loss): backward through "
+        "scaler.scale(loss) for every micro-batch"),
 )
 
 
@@ -453,17 +502,19 @@ def student_error(function: str, error: remote.Raised, *, expected: str = "",
     bounds" as an ignore_index not passed on. `expected` says what the test was checking."""
     known = list(TORCH_ERRORS)
     if ignore_index is not None:
-        known.append((f"Target {ignore_index} is out of bounds",
-                      f"the padding targets hold ignore_index={ignore_index}, and cross_entropy took them "
-                      "for a class: pass ignore_index=ignore_index on to F.cross_entropy (and count the "
-                      "real tokens with it)"))
+        known.append(remote.Known(
+            "ignore_index_not_passed", f"Target {ignore_index} is out of bounds",
+            f"the padding targets hold ignore_index={ignore_index}, and cross_entropy took them "
+            "for a class: pass ignore_index=ignore_index on to F.cross_entropy (and count the "
+            "real tokens with it)"))
     advice = ""
     if error.type == "ZeroDivisionError" and num_micro_batches is not None and accum_steps is not None:
         cycles = math.ceil(num_micro_batches / accum_steps)
         advice = (f"the test passed {num_micro_batches} micro-batches, none of them empty, with "
                   f"accum_steps={accum_steps}: that makes {cycles} cycles (ceil({num_micro_batches} / "
                   f"{accum_steps})), and a count of zero means your loop made one more, empty cycle")
-    return remote.failure(function, error, known=known, advice=advice, expected=expected)
+    return remote.failure(function, error, known=known, advice=advice, expected=expected,
+                          cause="empty_extra_cycle")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,7 +535,14 @@ def prefixed(where: str | None) -> Iterator[None]:
     try:
         yield
     except AssertionError as problem:
-        raise AssertionError(f"{where}: {problem}") from None
+        raise _reworded(problem, f"{where}: {problem}") from None
+
+
+def _reworded(problem: AssertionError, message: str) -> AssertionError:
+    """`problem`'s diagnosis in other words: an AssertionError saying `message` under the name of the
+    mistake `problem` was given (helpers.diagnosis.mistake), or under none if it had none."""
+    name = mistake_name(problem)
+    return AssertionError(message) if name is None else mistake(name, message)
 
 
 def call_log(outcome: dict) -> spies.CallLog:
@@ -507,7 +565,7 @@ def returned_tensors(outcome: dict, key: str, like: GradDict, what: str) -> Grad
     if not (isinstance(tensors, dict) and set(tensors) == set(like) and all(
             tensors[name] is None or isinstance(tensors[name], torch.Tensor) and tensors[name].shape == shape
             for name, shape in ((name, like[name].shape) for name in like))):
-        raise AssertionError(f"the check could not read {what} back from your function's run")
+        raise mistake("evidence_unreadable", f"the check could not read {what} back from your function's run")
     return tensors
 
 
@@ -563,11 +621,12 @@ def check_host_reads(counts, updates: int, reads_per_update: int) -> None:
     """What the text counts and no outcome shows: host reads (.item(), float(t), printing a tensor...),
     at most `reads_per_update` per update, counted at torch's dispatch on every thread."""
     if not (isinstance(counts, dict) and all(type(n) is int for n in counts.values())):
-        raise AssertionError("could not read how often your loop read values to the host")
+        raise mistake("evidence_unreadable", "could not read how often your loop read values to the host")
     total, allowed = sum(counts.values()), reads_per_update * updates
     if total > allowed:
         kinds = ", ".join(f"{name} {n}" for name, n in counts.items() if n)
-        raise AssertionError(
+        raise mistake(
+            "too_many_host_reads",
             f"the result is right, but your loop read values to the host {total} times ({kinds}) for "
             f"{updates} updates: add loss.detach() over the cycle and call .item() once per update (each "
             "read waits for the GPU)")
@@ -609,8 +668,8 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
         check_activation_memory(outcome.get("peak_saved"), single, backwards, len(micro_batches),
                                 outcome.get("graphs"), max(len(inputs) for inputs, _ in micro_batches))
     except AssertionError as failure:
-        raise AssertionError(f"{where}: run one forward and one backward per micro-batch" if unseen
-                             else f"{where}: {failure}") from None
+        raise _reworded(failure, f"{where}: run one forward and one backward per micro-batch" if unseen
+                        else f"{where}: {failure}") from None
     try:
         with prefixed(where):
             check_token_gradients(returned_tensors(outcome, "grads", param_snapshot(model), ".grad"), full,
@@ -619,20 +678,24 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
         if backwards == len(micro_batches):
             raise
         # A wrong gradient from too few or too many backward passes: the count names the cause.
-        raise AssertionError(f"{where}: run one backward per micro-batch" if unseen else (
+        raise mistake("backward_not_per_micro_batch", (
+            f"{where}: run one backward per micro-batch" if unseen else
             f"{where}: backward ran {backwards} times for {len(micro_batches)} micro-batches: "
             "run one forward and one backward per micro-batch (that is what keeps memory low)")) from None
     if unseen:
         if not (isinstance(returned, float) and near(returned, loss, rtol=1e-4)):
-            raise AssertionError(f"{where}: returned loss {returned!r}, but the mean loss over the real "
-                                 f"tokens is {loss:.6g}")
+            raise mistake("wrong_loss_returned",
+                          f"{where}: returned loss {returned!r}, but the mean loss over the real "
+                          f"tokens is {loss:.6g}")
         return log
     if not isinstance(returned, float):
-        raise AssertionError("return a Python float (.item() once, at the end), not "
-                             f"{type(returned).__name__}")
+        raise mistake("loss_not_python_float",
+                      "return a Python float (.item() once, at the end), not "
+                      f"{type(returned).__name__}")
     if not near(returned, loss, rtol=1e-4):
-        raise AssertionError(f"{where}: returned loss {returned:.6g}, but the mean loss over the real tokens "
-                             f"of the cycle is {loss:.6g}")
+        raise mistake("wrong_loss_returned",
+                      f"{where}: returned loss {returned:.6g}, but the mean loss over the real tokens "
+                      f"of the cycle is {loss:.6g}")
     return log
 
 
@@ -706,7 +769,8 @@ class AmpAccumulationChecks:
         # The final parameters decide; the spies' record names the mistake once they are wrong.
         params_right = compare(run.params, reference.final_params).close(rtol=RTOL, atol=ATOL)
         if not params_right and run.dtypes != {torch.float32}:
-            raise AssertionError(
+            raise mistake(
+                "autocast_not_disabled",
                 f"with amp_dtype=None the first Linear layer ran in {run.dtypes}: autocast must be off, pass "
                 "enabled=amp_dtype is not None (with dtype=None autocast falls back to its default dtype)")
         with prefixed(where):
@@ -718,7 +782,8 @@ class AmpAccumulationChecks:
                                             max(len(x) for x, _ in micro_batches)))
             # Finite updates leave the scale alone; only scaler.update() counts them in its tracker.
             if run.growth_tracker != len(cycles) or run.scale != 1024.0:
-                raise AssertionError(
+                raise mistake(
+                    "scaler_not_updated",
                     f"the parameters are right, but after {len(cycles)} finite updates the GradScaler holds "
                     f"scale {run.scale:g} with {run.growth_tracker} updates counted (expected 1024 and "
                     f"{len(cycles)}): call scaler.update() once per cycle, after scaler.step(optimizer)")
@@ -740,19 +805,22 @@ class AmpAccumulationChecks:
         after = compare(run.params, self._reference(seed, kept, max_norm).final_params)
         # The parameters decide; the optimizer's real steps only name why they are wrong.
         if not after.close(rtol=1e-4, atol=1e-6) and steps != len(kept):
-            raise AssertionError(
+            raise mistake(
+                "inf_step_not_skipped",
                 f"with an inf in the {where} the optimizer really stepped {steps} times, not {len(kept)}: "
                 "let scaler.step(optimizer) skip the cycle whose gradients hold inf" if unseen else
                 f"the optimizer really stepped {steps} times, but the {ORDINALS[skipped]} cycle's gradients "
                 "hold inf: let scaler.step(optimizer) decide, it skips such steps")
         if not after.close(rtol=1e-4, atol=1e-6):
-            raise AssertionError(
+            raise mistake(
+                "wrong_parameters_after_skip",
                 f"with an inf in the {ORDINALS[skipped]} cycle the parameters are not those of the "
                 f"{NUMBERS[len(kept)]} later updates ({after})" if unseen else
                 f"after a skipped cycle the parameters are not those of the first update ({after}): "
                 "only scaler.step may update them")
         if run.scale != 512.0:
-            raise AssertionError(
+            raise mistake(
+                "scaler_not_updated",
                 (f"after one inf in {NUMBERS[len(cycles)]} cycles the scale should be 512" if unseen else
                  "after one inf the scale should halve from 1024 to 512") +
                 f", it is {run.scale:g}: call scaler.update() once per cycle, after scaler.step")
@@ -768,22 +836,25 @@ class AmpAccumulationChecks:
         if run.dtypes != {torch.float16}:
             advice = "use amp_dtype" if unseen else \
                 "run the forward inside torch.autocast(device_type, dtype=amp_dtype)"
-            raise AssertionError(
+            raise mistake(
+                "forward_outside_autocast",
                 f"with amp_dtype=torch.float16 the first Linear layer produced {run.dtypes}: {advice}")
         float32 = self._reference(seed, _cycles(micro_batches, accum_steps), max_norm)
         after = compare(run.params, float32.final_params)
         if not after.relatively_close(1e-2):
             where = f"in float16 with accum_steps={accum_steps}" if unseen else "in float16"
-            raise AssertionError(f"{where} the parameters ended far from the float32 reference ({after})")
+            raise mistake("far_from_float32_reference",
+                          f"{where} the parameters ended far from the float32 reference ({after})")
         check_returned_losses(run.losses, [cycle.loss for cycle in float32.cycles], rtol=1e-2)
         # Required by the text and invisible in the outcome (cross_entropy runs in float32 under
         # autocast anyway): counted at each call of loss_fn.
         calls = run.loss_autocast
         if not (isinstance(calls, list) and all(type(on) is bool for on in calls)):
-            raise AssertionError("could not read whether your loss ran under autocast")
+            raise mistake("evidence_unreadable", "could not read whether your loss ran under autocast")
         outside = calls.count(False)
         if outside:
-            raise AssertionError(
+            raise mistake(
+                "loss_outside_autocast",
                 f"the loss was computed outside torch.autocast {outside} of {len(calls)} times: run each "
                 "forward and its loss inside the autocast block (a loss under autocast runs in the dtype "
                 "autocast chooses for it)")

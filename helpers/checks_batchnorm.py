@@ -16,6 +16,7 @@ from torch import nn
 
 from helpers import remote
 from helpers.collect_batchnorm import collect_running_stats
+from helpers.diagnosis import mistake
 
 GRADER_ONLY = True
 RTOL, ATOL = 1e-5, 1e-6
@@ -59,6 +60,13 @@ MISTAKES = {
     "count_from_zero": ("with momentum=None the factor is 1 / num_batches_tracked, counting the forwards "
                         "the layer had seen before this cycle too"),
 }
+# The name each of those mistakes goes by in a class report (helpers.diagnosis.mistake).
+MISTAKE_NAMES = {
+    "biased": "biased_variance",
+    "whole_cycle": "stats_from_whole_cycle",
+    "swapped": "momentum_swapped",
+    "count_from_zero": "tracked_count_from_zero",
+}
 
 
 def _close(got, want: torch.Tensor) -> bool:
@@ -82,15 +90,21 @@ def check_running_stats(predict, micro_batches: Sequence[torch.Tensor], momentum
     if error is not None:
         raise remote.failure("predict_running_stats", error,
                              expected="predicts running_mean and running_var after the cycle")
-    assert not outcome["batch_norm_calls"], (
-        f"predict_running_stats ran a batch norm {outcome['batch_norm_calls']} times: predict the statistics "
-        "with arithmetic (mean, var), without running BatchNorm")
-    assert not outcome["changed_inputs"], (
-        "predict_running_stats changed the tensors it was given (in-place updates such as mul_ or "
-        "add_ on running_mean): work on copies, the caller's layer still holds them")
+    if outcome["batch_norm_calls"]:
+        raise mistake(
+            "ran_model_to_predict",
+            f"predict_running_stats ran a batch norm {outcome['batch_norm_calls']} times: predict the "
+            "statistics with arithmetic (mean, var), without running BatchNorm")
+    if outcome["changed_inputs"]:
+        raise mistake(
+            "inputs_modified_in_place",
+            "predict_running_stats changed the tensors it was given (in-place updates such as mul_ or "
+            "add_ on running_mean): work on copies, the caller's layer still holds them")
     value = outcome["value"]
-    assert isinstance(value, (tuple, list)) and len(value) == 2, (
-        f"predict_running_stats should return (running_mean, running_var), got {type(value).__name__}")
+    if not (isinstance(value, (tuple, list)) and len(value) == 2):
+        raise mistake(
+            "wrong_return_type",
+            f"predict_running_stats should return (running_mean, running_var), got {type(value).__name__}")
     got_mean, got_var = value
     want_mean, want_var = measure_running_stats(micro_batches, momentum, running_mean, running_var,
                                                 num_batches_tracked)
@@ -107,6 +121,7 @@ def check_running_stats(predict, micro_batches: Sequence[torch.Tensor], momentum
     is_vector = isinstance(got, torch.Tensor) and got.dim() == 1
     shown = ([round(v, 4) for v in got.float().tolist()][:4] if is_vector
              else type(got).__name__)
-    raise AssertionError(
+    raise mistake(
+        MISTAKE_NAMES[matches[0]] if len(matches) == 1 else "wrong_prediction",
         f"with {case}, BatchNorm1d ends with {which} {[round(v, 4) for v in want.tolist()][:4]}, you "
         f"predicted {shown}" + (f": {MISTAKES[matches[0]]}" if len(matches) == 1 else ""))

@@ -28,6 +28,7 @@ from helpers.collect_memory import (
     collect_saved_bytes,
     collect_training_bytes,
 )
+from helpers.diagnosis import mistake
 from helpers.grads import clone_model, compare, grad_snapshot, near
 from helpers.memory import (
     SavedTensorMeter,
@@ -79,21 +80,23 @@ def measure_training_bytes(model: nn.Module, optimizer_name: str) -> dict[str, i
             "optimizer": optimizer_state_bytes(optimizer)}
 
 
-def _training_hint(model: nn.Module, optimizer_name: str, part: str, got, want: int) -> str:
+def _training_hint(model: nn.Module, optimizer_name: str, part: str, got, want: int) -> tuple[str, str]:
+    """Why `got` is not `want`, as (the mistake's name, what to add to the message)."""
     if (optimizer_name, part) == ("adam", "optimizer"):
-        return (": Adam keeps two buffers per parameter (exp_avg and exp_avg_sq) and a float32 step "
-                "counter per parameter tensor")
+        return "adam_state_miscounted", (": Adam keeps two buffers per parameter (exp_avg and exp_avg_sq) "
+                                         "and a float32 step counter per parameter tensor")
     if not isinstance(got, int):
-        return ""
+        return "wrong_prediction", ""
     frozen = sum(_bytes(p) for p in model.parameters() if not p.requires_grad)
     if part in ("gradients", "optimizer") and frozen and got - want == frozen:
-        return ": frozen parameters (requires_grad=False) get no gradient and no optimizer state"
+        return "frozen_params_counted", (": frozen parameters (requires_grad=False) get no gradient and no "
+                                         "optimizer state")
     as_float32 = sum(p.numel() * 4 for p in model.parameters()
                      if part == "parameters" or p.requires_grad)
     not_float32 = any(p.dtype != torch.float32 for p in model.parameters())
     if part in ("parameters", "gradients") and not_float32 and got == as_float32 != want:
-        return ": count each parameter's own element_size(); not every model is float32"
-    return ""
+        return "assumed_float32", ": count each parameter's own element_size(); not every model is float32"
+    return "wrong_prediction", ""
 
 
 def check_training_bytes(predict: Callable, model: nn.Module, optimizer_names: Iterable[str] = OPTIMIZERS,
@@ -109,21 +112,25 @@ def check_training_bytes(predict: Callable, model: nn.Module, optimizer_names: I
             hint = ("before any step p.grad is None: predict from the parameters themselves "
                     "(p.numel(), p.element_size())"
                     if error.type == "AttributeError" and "NoneType" in error.message else "")
-            raise remote.failure("predict_training_bytes", error, advice=hint,
+            raise remote.failure("predict_training_bytes", error, advice=hint, cause="grad_read_before_step",
                                  expected="predicts the bytes of every slice for each optimizer")
         predicted = outcome["value"]
         if not isinstance(predicted, Mapping):
-            raise AssertionError(f"predict_training_bytes should return a dict with the keys {list(PARTS)}, "
-                                 f"got {type(predicted).__name__}: {predicted!r}")
-        assert not outcome["ran"], ("predict_training_bytes ran the model (or a module of its own, a "
-                                    "copy of it say): predict the bytes from the parameters alone, "
-                                    "without running a step")
+            raise mistake("wrong_return_type",
+                          f"predict_training_bytes should return a dict with the keys {list(PARTS)}, "
+                          f"got {type(predicted).__name__}: {predicted!r}")
+        if outcome["ran"]:
+            raise mistake("ran_model_to_predict",
+                          "predict_training_bytes ran the model (or a module of its own, a "
+                          "copy of it say): predict the bytes from the parameters alone, "
+                          "without running a step")
         actual = measure_training_bytes(model, optimizer_name)
         for part in PARTS:
             got = predicted.get(part)
-            assert got == actual[part], (
-                f"with {optimizer_name}{where}, {PART_WORDS[part]} {actual[part]} bytes, you predicted {got}"
-                + _training_hint(model, optimizer_name, part, got, actual[part]))
+            if not (got == actual[part]):
+                cause, hint = _training_hint(model, optimizer_name, part, got, actual[part])
+                raise mistake(cause, f"with {optimizer_name}{where}, {PART_WORDS[part]} {actual[part]} "
+                                     f"bytes, you predicted {got}" + hint)
 
 
 # ---------------------------------------------------------------- Exercise 2: predict the activations
@@ -149,24 +156,26 @@ def _layer_inputs(model: nn.Sequential, batch_size: int) -> list[int]:
     return sizes + [batch_size * width * 4]
 
 
-def _saved_hint(model: nn.Sequential, batch_size: int, gap: int) -> str:
-    """The one mistake whose size is exactly `gap` (predicted minus measured), or ""."""
+def _saved_hint(model: nn.Sequential, batch_size: int, gap: int) -> tuple[str, str]:
+    """The one mistake whose size is exactly `gap` (predicted minus measured), as (its name, what to add
+    to the message), or ("wrong_prediction", "")."""
     layers, sizes = list(model), _layer_inputs(model, batch_size)
     saves_its_input = (nn.Linear, nn.GELU, nn.LayerNorm)
     shared = sum(sizes[i + 1] for i, layer in enumerate(layers[:-1])
                  if isinstance(layer, nn.ReLU) and isinstance(layers[i + 1], saves_its_input))
     candidates = [
-        (sum(m.weight.numel() * 4 for m in layers if isinstance(m, nn.Linear)),
+        (sum(m.weight.numel() * 4 for m in layers if isinstance(m, nn.Linear)), "parameters_counted",
          ": parameters are not activations; Linear keeps a reference to its weight, "
          "which costs nothing extra"),
-        (shared, ": the ReLU's output and the next layer's input are one tensor, count it once"),
-        (-sum(sizes[i] for i, m in enumerate(layers) if isinstance(m, nn.Dropout)),
+        (shared, "shared_tensor_counted_twice",
+         ": the ReLU's output and the next layer's input are one tensor, count it once"),
+        (-sum(sizes[i] for i, m in enumerate(layers) if isinstance(m, nn.Dropout)), "dropout_mask_missed",
          ": Dropout keeps its mask, a float32 tensor of its input's shape on a CPU"),
-        (-sum(2 * batch_size * 4 for m in layers if isinstance(m, nn.LayerNorm)),
+        (-sum(2 * batch_size * 4 for m in layers if isinstance(m, nn.LayerNorm)), "layernorm_stats_missed",
          ": LayerNorm also keeps a float32 mean and inverse standard deviation per row"),
     ]
-    causes = [hint for size, hint in candidates if size == gap and size != 0]
-    return causes[0] if len(causes) == 1 else ""      # two causes of one size: name neither
+    causes = [(name, hint) for size, name, hint in candidates if size == gap and size != 0]
+    return causes[0] if len(causes) == 1 else ("wrong_prediction", "")   # two causes of one size: neither
 
 
 def _describe(model: nn.Sequential) -> str:
@@ -184,20 +193,26 @@ def check_saved_bytes(predict: Callable, models: Iterable[nn.Sequential], batch_
             want = measure_saved_bytes(model, batch_size)
             error = remote.raised_of(outcome)
             if error is not None:
-                hint = ""
+                hint, cause = "", ""
                 if error.type == "AttributeError" and "features" in error.message:
                     hint = ("only Linear has in_features and out_features: ReLU, GELU and Dropout keep "
                             "the width, and a LayerNorm's is layer.normalized_shape[0]")
+                    cause = "width_of_non_linear_layer"
                 elif error.type == "TypeError" and "tuple" in error.message:
                     hint = "a LayerNorm's normalized_shape is a tuple: its width is layer.normalized_shape[0]"
-                raise remote.failure("predict_saved_bytes", error, advice=hint,
+                    cause = "normalized_shape_is_tuple"
+                raise remote.failure("predict_saved_bytes", error, advice=hint, cause=cause,
                                  expected="predicts the bytes this model saves for backward")
             got = outcome["value"]
             gap = got - want if isinstance(got, int) and not isinstance(got, bool) else None
-            assert got == want, (
-                f"{_describe(model)} at batch {batch_size} saves {want} bytes for backward, "
-                f"you predicted {got}"
-                + (_saved_hint(model, batch_size, gap) if gap is not None else ""))
+            if not (got == want):
+                cause, hint = (_saved_hint(model, batch_size, gap) if gap is not None
+                               else ("wrong_prediction", ""))
+                raise mistake(
+                    cause,
+                    f"{_describe(model)} at batch {batch_size} saves {want} bytes for backward, "
+                    f"you predicted {got}"
+                    + hint)
 
 
 # ---------------------------------------------------------------- Exercise 3: checkpoint segments
@@ -282,17 +297,27 @@ PEAK_HINTS = {
     "shorter segment first": "the segment that is shorter goes last: consecutive segments of "
                              "blocks_per_segment from the first block on",
 }
+# The name each of those mistakes goes by in a class report (helpers.diagnosis.mistake).
+PEAK_MISTAKE_NAMES = {
+    "every block": "checkpoint_every_block",
+    "one segment": "one_checkpoint_segment",
+    "no checkpoint": "no_checkpoint",
+    "checkpoint_sequential": "used_checkpoint_sequential",
+    "shorter segment first": "shorter_segment_first",
+}
 
 
-def _peak_hint(peak: int, peaks: dict[str, int], tolerance: int) -> str:
-    """The one known way of checkpointing whose peak the student's matches, or "". The same
-    allocations give the same peak to the byte, so an exact match outranks a near one."""
+def _peak_hint(peak: int, peaks: dict[str, int], tolerance: int) -> tuple[str, str]:
+    """The one known way of checkpointing whose peak the student's matches, as (its name in
+    PEAK_MISTAKE_NAMES, what to add to the message), or ("wrong_peak", ""). The same allocations give
+    the same peak to the byte, so an exact match outranks a near one."""
     mistakes = {name: value for name, value in peaks.items() if name in PEAK_HINTS}
     for slack in (0, tolerance):
         matched = [name for name, value in mistakes.items() if near(peak, value, atol=slack)]
         if matched:
-            return f": {PEAK_HINTS[matched[0]]}" if len(matched) == 1 else ""
-    return ""
+            return ((PEAK_MISTAKE_NAMES[matched[0]], f": {PEAK_HINTS[matched[0]]}") if len(matched) == 1
+                    else ("wrong_peak", ""))
+    return "wrong_peak", ""
 
 
 def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Tensor,
@@ -317,55 +342,69 @@ def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Te
                 "or nn.Sequential(*blocks)" if error.type == "TypeError" and "not callable" in error.message
                 else "")
         raise remote.failure("checkpointed_forward", error, advice=hint,
+                             cause="checkpoint_given_non_callable",
                              expected="gives model(x)'s output and gradients at the peak of its segments")
     if "measure_error" in seen:
-        raise AssertionError(f"the peak of checkpointed_forward could not be measured "
-                             f"({seen['measure_error']}): leave torch.profiler and helpers.memory alone")
-    assert not [w for w in seen["warnings"] if "use_reentrant" in w], (
-        "checkpoint warned about use_reentrant: pass use_reentrant=False explicitly")
+        raise mistake("measurement_disturbed",
+                      f"the peak of checkpointed_forward could not be measured "
+                      f"({seen['measure_error']}): leave torch.profiler and helpers.memory alone")
+    if [w for w in seen["warnings"] if "use_reentrant" in w]:
+        raise mistake("use_reentrant_not_passed",
+                      "checkpoint warned about use_reentrant: pass use_reentrant=False explicitly")
     out = seen.get("output")
-    assert isinstance(out, torch.Tensor) and out.shape == want.shape, (
-        f"checkpointed_forward should return the model's output, a tensor of shape {list(want.shape)}, "
-        f"got {seen.get('returned', 'Tensor')}{list(out.shape) if isinstance(out, torch.Tensor) else ''}")
+    if not (isinstance(out, torch.Tensor) and out.shape == want.shape):
+        raise mistake(
+            "wrong_return_type",
+            f"checkpointed_forward should return the model's output, a tensor of shape {list(want.shape)}, "
+            f"got {seen.get('returned', 'Tensor')}{list(out.shape) if isinstance(out, torch.Tensor) else ''}")
     if not torch.allclose(out, want.detach(), rtol=RTOL, atol=1e-6):
         partial, kept = x.detach(), depth - depth % segment
         with torch.no_grad():
             for block in list(twin.blocks)[:kept]:
                 partial = block(partial)
         dropped = kept < depth and torch.allclose(out, partial, rtol=RTOL, atol=1e-6)
-        raise AssertionError(
+        raise mistake(
+            "last_segment_dropped" if dropped else "wrong_output",
             f"with {depth} blocks and {called} the output differs from model(x)'s"
             + (f": the last, shorter segment ({depth % segment} block) never ran; split the blocks into "
                f"segments of blocks_per_segment, the last one may be shorter" if dropped else
                ": run every block once, in order"))
     if not seen["requires_grad"]:
-        raise AssertionError(
+        raise mistake(
+            "reentrant_without_grad_input" if seen.get("reentrant") else "autograd_off",
             "the output does not require grad, so nothing gets a gradient: "
             + ("with the reentrant checkpoint and an input that does not require grad nothing gets a "
                "gradient; pass use_reentrant=False" if seen.get("reentrant") else
                "run the blocks with autograd on (no torch.no_grad(), no .detach())"))
     if "backward_error" in seen:
-        raise AssertionError(f"backward through your output failed ({seen['backward_error']})")
+        raise mistake("backward_failed", f"backward through your output failed ({seen['backward_error']})")
     grads = seen.get("grads")
     if not isinstance(grads, dict) or set(grads) != set(grad_snapshot(twin)):
-        raise AssertionError("the gradients of the model's parameters did not come back from your function")
+        raise mistake("evidence_unreadable",
+                      "the gradients of the model's parameters did not come back from your function")
     result = compare(grads, grad_snapshot(twin))
     if result.missing:
         why = ": some parameters got no gradient; the graph was cut between segments (.detach() or no_grad)"
+        cause = "graph_cut_between_segments"
     else:
         # The output was right, so backward's recomputation ran something else than the forward did.
         why = (": the output was right, so the forward that checkpoint recomputed in backward ran other "
                "blocks (a lambda or closure written in a loop sees the loop variable's last value)")
-    assert result.close(RTOL, ATOL), f"with {called} the gradients differ from model(x)'s ({result}){why}"
+        cause = "recompute_ran_other_blocks"
+    if not result.close(RTOL, ATOL):
+        raise mistake(cause, f"with {called} the gradients differ from model(x)'s ({result}){why}")
     if x.requires_grad:
         x_grad = seen.get("x_grad")
-        assert isinstance(x_grad, torch.Tensor) and x_grad.shape == x_twin.grad.shape and torch.allclose(
-            x_grad, x_twin.grad, rtol=RTOL, atol=ATOL), (
-            f"with {called} the gradient of the input x differs from model(x)'s: pass x itself into the "
-            "first checkpoint (no .detach(), no copy)")
+        if not (isinstance(x_grad, torch.Tensor) and x_grad.shape == x_twin.grad.shape and torch.allclose(
+                x_grad, x_twin.grad, rtol=RTOL, atol=ATOL)):
+            raise mistake(
+                "input_detached",
+                f"with {called} the gradient of the input x differs from model(x)'s: pass x itself into the "
+                "first checkpoint (no .detach(), no copy)")
     peak = seen.get("peak_bytes")
     if not isinstance(peak, int) or isinstance(peak, bool):
-        raise AssertionError(f"the peak of checkpointed_forward came back as {peak!r}, not a number of bytes")
+        raise mistake("evidence_unreadable",
+                      f"the peak of checkpointed_forward came back as {peak!r}, not a number of bytes")
     ways, tolerance, peaks = _checkpointing_ways(model, segment), _bytes(x) // 2, {}
     for name in ACCEPTED:           # the usual answer matches the first: measure no more than needed
         peaks[name] = forward_backward_peak(ways[name], model, x)
@@ -375,11 +414,13 @@ def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Te
         if name not in peaks:
             peaks[name] = forward_backward_peak(way, model, x)
     sizes = segment_sizes(depth, segment)
-    raise AssertionError(
+    cause, hint = _peak_hint(peak, peaks, tolerance)
+    raise mistake(
+        cause,
         f"with {depth} blocks and {called}, forward and backward peaked at {peak} bytes; "
         f"{len(sizes)} checkpointed segments of {segment} ({'+'.join(map(str, sizes))} blocks) peak at "
         f"{peaks['segments']} bytes: their saved inputs plus one segment's recomputed insides"
-        + _peak_hint(peak, peaks, tolerance))
+        + hint)
 
 
 # ---------------------------------------------------------------- Exercise 4: a plan that fits
@@ -425,19 +466,22 @@ def _call_planner(plan: Callable, effective_batch: int, budget: int, model: nn.M
         best = table.best_plan(effective_batch, budget)
         if best is not None:
             m, c = best
-            raise AssertionError(
+            raise mistake(
+                "value_error_though_plan_fits",
                 f"plan_micro_batches raised ValueError ({error.message}), but a plan fits: micro-batch {m} "
                 f"{'with' if c else 'without'} checkpointing peaks at {table(m, c)} bytes, within the "
                 f"budget of {budget}")
         raise ValueError(error.message)
-    hint = ""
+    hint, cause = "", ""
     if error.type == "ZeroDivisionError" and _odd_sizes(calls):
         hint = (f"you tried micro-batches of {_odd_sizes(calls)}; micro-batches are the divisors of "
                 "effective_batch, from 1 up")
+        cause = "invalid_micro_batch_size"
     elif (error.type == "TypeError" and "positional argument" in error.message
           and "checkpointing" in error.message):
         hint = "call measure(micro_batch, checkpointing) with both arguments"
-    raise remote.failure("plan_micro_batches", error, advice=hint,
+        cause = "measure_missing_argument"
+    raise remote.failure("plan_micro_batches", error, advice=hint, cause=cause,
                          expected="returns the plan with the largest micro-batch that fits the budget")
 
 
@@ -447,35 +491,49 @@ def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: i
     only when that micro-batch does not fit without it."""
     table = _PeakTable(model)
     result, calls = _call_planner(plan, effective_batch, budget, model, table)
-    assert isinstance(result, Mapping) and all(key in result for key in PLAN_KEYS), (
-        f"plan_micro_batches should return a dict with the keys {list(PLAN_KEYS)}, got {result!r}")
+    if not (isinstance(result, Mapping) and all(key in result for key in PLAN_KEYS)):
+        raise mistake(
+            "wrong_return_type",
+            f"plan_micro_batches should return a dict with the keys {list(PLAN_KEYS)}, got {result!r}")
     m, k, c = (result[key] for key in PLAN_KEYS)
     odd = _odd_sizes(calls)
-    assert all(isinstance(v, int) and not isinstance(v, bool) for v in (m, k)), (
-        f"micro_batch and accum_steps should be whole numbers (int), got {m!r} and {k!r}"
-        + (": use effective_batch // micro_batch" if isinstance(k, float) else ""))
-    assert m >= 1, f"micro_batch is {m}{f' (you tried {odd})' if odd else ''}: micro-batches run from 1 up"
-    assert m * k == effective_batch, (
-        f"micro_batch {m} x accum_steps {k} = {m * k}, but the effective batch is {effective_batch}: "
-        "fit the budget with more accumulation steps, never by shrinking the effective batch")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (m, k)):
+        raise mistake(
+            "plan_sizes_not_ints",
+            f"micro_batch and accum_steps should be whole numbers (int), got {m!r} and {k!r}"
+            + (": use effective_batch // micro_batch" if isinstance(k, float) else ""))
+    if not (m >= 1):
+        raise mistake(
+            "invalid_micro_batch_size",
+            f"micro_batch is {m}{f' (you tried {odd})' if odd else ''}: micro-batches run from 1 up")
+    if not (m * k == effective_batch):
+        raise mistake(
+            "effective_batch_changed",
+            f"micro_batch {m} x accum_steps {k} = {m * k}, but the effective batch is {effective_batch}: "
+            "fit the budget with more accumulation steps, never by shrinking the effective batch")
     c = bool(c)
     used = table(m, c)
-    assert used <= budget, (
-        f"the plan {dict(result)} peaks at {used} bytes over forward and backward, over the budget "
-        f"of {budget}")
-    if c:
-        assert table(m, False) > budget, (
+    if not (used <= budget):
+        raise mistake(
+            "budget_exceeded",
+            f"the plan {dict(result)} peaks at {used} bytes over forward and backward, over the budget "
+            f"of {budget}")
+    if c and not (table(m, False) > budget):
+        raise mistake(
+            "needless_checkpointing",
             f"{dict(result)} uses checkpointing, but micro-batch {m} fits without it "
             f"({table(m, False)} bytes): checkpointing costs an extra forward")
     best_m, best_c = table.best_plan(effective_batch, budget)
     # Measured and turned down although its peak equals the budget: the comparison was `<`.
     exactly = table(best_m, best_c) == budget and [best_m, best_c] in [list(call) for call in calls]
-    assert m >= best_m, (
-        f"{dict(result)}: micro-batch {best_m} also fits {'with' if best_c else 'without'} checkpointing "
-        f"({table(best_m, best_c)} bytes)" + (
-            f", exactly the budget of {budget}: a plan fits when measure(m, c) <= budget_bytes, the budget "
-            "itself included" if exactly else "; take the largest micro-batch that fits"
-            + (", checkpointing when that is what lets it fit" if best_c and not c else "")))
+    if not (m >= best_m):
+        raise mistake(
+            "budget_boundary_excluded" if exactly else "plan_not_largest",
+            f"{dict(result)}: micro-batch {best_m} also fits {'with' if best_c else 'without'} checkpointing "
+            f"({table(best_m, best_c)} bytes)" + (
+                f", exactly the budget of {budget}: a plan fits when measure(m, c) <= budget_bytes, the "
+                "budget itself included" if exactly else "; take the largest micro-batch that fits"
+                + (", checkpointing when that is what lets it fit" if best_c and not c else "")))
     return dict(result)
 
 
@@ -488,7 +546,9 @@ def check_plan_raises(plan: Callable, model: nn.Module, effective_batch: int, bu
     if error is not None and error.type == "ValueError":
         return
     if error is not None:
-        raise AssertionError(f"with a budget of {budget} bytes nothing fits: raise ValueError, not "
-                             f"{error.type} ({error.message})")
-    raise AssertionError(f"with a budget of {budget} bytes nothing fits: raise ValueError "
-                         f"(your function returned {outcome['value']!r})")
+        raise mistake("no_value_error_when_nothing_fits",
+                      f"with a budget of {budget} bytes nothing fits: raise ValueError, not "
+                      f"{error.type} ({error.message})")
+    raise mistake("no_value_error_when_nothing_fits",
+                  f"with a budget of {budget} bytes nothing fits: raise ValueError "
+                  f"(your function returned {outcome['value']!r})")

@@ -33,6 +33,7 @@ from helpers.collect_precision import (
     optimizer_spec,
     scaler_spec,
 )
+from helpers.diagnosis import mistake
 from helpers.grads import clone_model, compare, grad_snapshot, near, param_snapshot
 
 GRADER_ONLY = True
@@ -48,44 +49,51 @@ AMP_STEP_RTOL = 1e-4
 # on the message's own words, and what the course says about each. A pattern appears only in the
 # error its mistake causes, so each fixed text is shown only when its cause is the cause.
 CAST_FATE_ERRORS = (
-    ("Boolean value of Tensor with more than one value is ambiguous",
-     "an `if` compared whole tensors: decide the fate of one value at a time (for example over "
-     "values.tolist() and the cast values' .tolist())"),
-    ("cannot be converted to Scalar",
-     ".item() or float() was called on the whole tensor: take one value at a time"),
-    ("'float' object has no attribute",
-     "values.tolist() gives Python floats, which have no dtype: cast the whole tensor first "
-     "(values.to(dtype)), then compare value by value"),
+    remote.Known("if_on_whole_tensor", "Boolean value of Tensor with more than one value is ambiguous",
+                 "an `if` compared whole tensors: decide the fate of one value at a time (for example over "
+                 "values.tolist() and the cast values' .tolist())"),
+    remote.Known("item_on_whole_tensor", "cannot be converted to Scalar",
+                 ".item() or float() was called on the whole tensor: take one value at a time"),
+    remote.Known("dtype_of_python_float", "'float' object has no attribute",
+                 "values.tolist() gives Python floats, which have no dtype: cast the whole tensor first "
+                 "(values.to(dtype)), then compare value by value"),
 )
 AUDIT_ERRORS = (
-    ("must be Tensor, not",
-     "a layer received something that is not a tensor: a forward hook that returns a value "
-     "replaces the module's output. Record the dtype and return None from the hook"),
-    ("object has no attribute 'dtype'",
-     "a hook read .dtype of something that is not a tensor: the hook is called as "
-     "hook(module, inputs, output), and output is the tensor to read"),
+    remote.Known("hook_returned_value", "must be Tensor, not",
+                 "a layer received something that is not a tensor: a forward hook that returns a value "
+                 "replaces the module's output. Record the dtype and return None from the hook"),
+    remote.Known("hook_read_wrong_argument", "object has no attribute 'dtype'",
+                 "a hook read .dtype of something that is not a tensor: the hook is called as "
+                 "hook(module, inputs, output), and output is the tensor to read"),
 )
 AMP_STEP_ERRORS = (
-    ("did not use scaler.scale(loss",
-     "every backward must go through scaler.scale(loss): call scaler.scale(loss).backward(), "
-     "not loss.backward()"),
-    ("unscale_() has already been called on this optimizer since the last update()",
-     "scaler.unscale_(optimizer) ran twice in one step: unscale once, after backward and before "
-     "clipping; scaler.step knows the gradients are already unscaled"),
-    ("unscale_() is being called after step()",
-     "scaler.unscale_(optimizer) ran after a scaler.step(optimizer) with no scaler.update() between "
-     "them: the scaler clears its per-optimizer state only in update(), so call scaler.update() "
-     "once right after every scaler.step(optimizer)"),
-    ("No inf checks were recorded for this optimizer",
-     "scaler.step(optimizer) found no gradients: they were cleared between backward and step. "
-     "Clear old gradients at the start of the step, before the forward pass"),
-    ("backward through the graph a second time",
-     "backward ran twice on the same loss: call scaler.scale(loss).backward() once"),
-    ("does not require grad and does not have a grad_fn",
-     "the loss has no graph to backward through: do not run the forward under torch.no_grad() "
-     "or inference_mode, and call .item() only on the value you return"),
-    ("outputs must be a Tensor",
-     "scaler.scale() needs the loss tensor: call .item() only for the value you return"),
+    remote.Known(
+        "loss_not_scaled", "did not use scaler.scale(loss",
+        "every backward must go through scaler.scale(loss): call scaler.scale(loss).backward(), "
+        "not loss.backward()"),
+    remote.Known(
+        "unscale_twice", "unscale_() has already been called on this optimizer since the last update()",
+        "scaler.unscale_(optimizer) ran twice in one step: unscale once, after backward and before "
+        "clipping; scaler.step knows the gradients are already unscaled"),
+    remote.Known(
+        "scaler_not_updated", "unscale_() is being called after step()",
+        "scaler.unscale_(optimizer) ran after a scaler.step(optimizer) with no scaler.update() between "
+        "them: the scaler clears its per-optimizer state only in update(), so call scaler.update() "
+        "once right after every scaler.step(optimizer)"),
+    remote.Known(
+        "grads_cleared_before_step", "No inf checks were recorded for this optimizer",
+        "scaler.step(optimizer) found no gradients: they were cleared between backward and step. "
+        "Clear old gradients at the start of the step, before the forward pass"),
+    remote.Known(
+        "backward_twice", "backward through the graph a second time",
+        "backward ran twice on the same loss: call scaler.scale(loss).backward() once"),
+    remote.Known(
+        "backward_without_graph", "does not require grad and does not have a grad_fn",
+        "the loss has no graph to backward through: do not run the forward under torch.no_grad() "
+        "or inference_mode, and call .item() only on the value you return"),
+    remote.Known(
+        "item_before_scale", "outputs must be a Tensor",
+        "scaler.scale() needs the loss tensor: call .item() only for the value you return"),
 )
 
 
@@ -121,38 +129,46 @@ def check_audit(report, expected: dict, model_label: str, first: dict | None = N
     """Assert an Exercise 2 report equals `expected` ({leaf name: last output dtype}, in the order
     the leaves first ran). `first` (a leaf's first output dtype) names the leaf that ran twice."""
     if not isinstance(report, dict):
-        raise AssertionError(f"autocast_audit should return a dict, got {type(report).__name__}")
+        raise mistake("wrong_return_type",
+                      f"autocast_audit should return a dict, got {type(report).__name__}")
     never_ran = [name for name in report if name not in expected]
     if never_ran:
-        raise AssertionError(
+        raise mistake(
+            "reported_non_leaf",
             f"for {model_label}, the report names {never_ran}, which did not run as a leaf in this "
             f"forward pass (the leaves that ran are {list(expected)}): report only leaf modules, "
             "those without children, and only those that ran")
     not_dtypes = {name: value for name, value in report.items() if not isinstance(value, torch.dtype)}
     if not_dtypes:
         name, value = next(iter(not_dtypes.items()))
-        raise AssertionError(f"the report maps {name!r} to {value!r} ({type(value).__name__}): map each "
-                             "leaf's name to the torch.dtype of its output, such as torch.bfloat16")
+        raise mistake("report_values_not_dtypes",
+                      f"the report maps {name!r} to {value!r} ({type(value).__name__}): map each "
+                      "leaf's name to the torch.dtype of its output, such as torch.bfloat16")
     if report and expected and all(d == torch.float32 for d in report.values()) and \
             any(d != torch.float32 for d in expected.values()):
-        raise AssertionError("every layer ran in float32: run the forward pass inside torch.autocast(...)")
+        raise mistake("forward_outside_autocast",
+                      "every layer ran in float32: run the forward pass inside torch.autocast(...)")
     if list(report) != list(expected):
         twice = [name for name in (first or {}) if first[name] != expected[name]]
         if twice and set(report) == set(expected):
-            raise AssertionError(
+            raise mistake(
+                "reused_leaf_moved",
                 f"for {model_label}, the report lists {list(report)}, but the leaves first ran in the order "
                 f"{list(expected)}: {twice[0]!r} runs twice and keeps the place of its first run")
-        raise AssertionError(f"for {model_label}, the report should name the leaf modules {list(expected)} "
-                             f"in the order they ran, got {list(report)}")
+        raise mistake("leaves_out_of_order",
+                      f"for {model_label}, the report should name the leaf modules {list(expected)} "
+                      f"in the order they ran, got {list(report)}")
     for name, dtype in expected.items():
         if report[name] == dtype:
             continue
         if first and name in first and report[name] == first[name] != dtype:
-            raise AssertionError(
+            raise mistake(
+                "reused_leaf_first_dtype",
                 f"for {model_label}, {name!r} ran twice, first giving {first[name]} and last {dtype}; your "
                 f"audit says {report[name]}: a leaf that runs twice reports its LAST output's dtype")
-        raise AssertionError(f"for {model_label}, {name} produced {dtype} under autocast, your audit "
-                             f"says {report[name]}")
+        raise mistake("wrong_leaf_dtype",
+                      f"for {model_label}, {name} produced {dtype} under autocast, your audit "
+                      f"says {report[name]}")
 
 
 def check_audit_left_no_trace(trace: dict, params_before: GradDict) -> None:
@@ -160,16 +176,18 @@ def check_audit_left_no_trace(trace: dict, params_before: GradDict) -> None:
     or for every module) and kept the parameters, from the collector's `audit_trace`."""
     left, global_left = trace.get("module_hooks"), trace.get("global_hooks")
     if not (isinstance(left, list) and isinstance(global_left, list)):
-        raise AssertionError("could not read which hooks your audit left on the model")
+        raise mistake("evidence_unreadable", "could not read which hooks your audit left on the model")
     if left:
-        raise AssertionError(f"remove your {' and '.join(map(str, left))} before returning: the audit "
-                             "must leave the model as it found it")
+        raise mistake("hooks_left_on_model",
+                      f"remove your {' and '.join(map(str, left))} before returning: the audit "
+                      "must leave the model as it found it")
     if global_left:
-        raise AssertionError(f"remove the global {' and '.join(map(str, global_left))} before returning "
-                             "(register_module_... hooks run for every module)")
+        raise mistake("global_hooks_left",
+                      f"remove the global {' and '.join(map(str, global_left))} before returning "
+                      "(register_module_... hooks run for every module)")
     parameters = _same_tensors(trace.get("parameters"), params_before)
     if parameters is None or compare(parameters, params_before).max_abs_error != 0:
-        raise AssertionError("the parameters changed")
+        raise mistake("parameters_changed", "the parameters changed")
 
 
 @dataclass
@@ -212,24 +230,29 @@ def check_amp_step_gradient(candidate: GradDict, reference: AmpStepReference, ma
     matches: gradients cleared before the step, not clipped, the loss outside autocast, or old
     gradients (`stale` in every .grad before the step, scaled by `scale`) added in."""
     if all(g is None for g in candidate.values()):
-        raise AssertionError("the optimizer stepped with no gradients at all: they were cleared between "
-                             "backward and step. Clear old gradients at the start of the step")
+        raise mistake("grads_cleared_before_step",
+                      "the optimizer stepped with no gradients at all: they were cleared between "
+                      "backward and step. Clear old gradients at the start of the step")
     result = compare(candidate, reference.grads)
     if result.relatively_close(rtol):
         return
     if max_norm < float("inf") and compare(candidate, reference.unclipped).relatively_close(rtol):
-        raise AssertionError(f"the gradient was not clipped to max_norm={max_norm:g} ({result}): call "
-                             "clip_grad_norm_(model.parameters(), max_norm) after scaler.unscale_(optimizer)")
+        raise mistake("not_clipped",
+                      f"the gradient was not clipped to max_norm={max_norm:g} ({result}): call "
+                      "clip_grad_norm_(model.parameters(), max_norm) after scaler.unscale_(optimizer)")
     if compare(candidate, reference.loss_outside).relatively_close(rtol):
-        raise AssertionError(f"the gradient is that of a loss computed outside torch.autocast ({result}): "
-                             "compute the loss inside the with block too (outside it, a loss of 16-bit "
-                             "outputs runs in 16 bits on a CPU)")
+        raise mistake("loss_outside_autocast",
+                      f"the gradient is that of a loss computed outside torch.autocast ({result}): "
+                      "compute the loss inside the with block too (outside it, a loss of 16-bit "
+                      "outputs runs in 16 bits on a CPU)")
     if stale is not None and scale:
         leaked = clip_grads({n: g + stale / scale for n, g in reference.unclipped.items()}, max_norm)
         if compare(candidate, leaked).relatively_close(rtol):
-            raise AssertionError(f"the step used the new gradient plus what .grad held before ({result}): "
-                                 "clear old gradients first (optimizer.zero_grad(set_to_none=True))")
-    raise AssertionError(
+            raise mistake("stale_grads_not_cleared",
+                          f"the step used the new gradient plus what .grad held before ({result}): "
+                          "clear old gradients first (optimizer.zero_grad(set_to_none=True))")
+    raise mistake(
+        "wrong_gradient",
         f"with max_norm={max_norm:g} the gradient given to the optimizer differs from the unscaled, "
         f"clipped gradient of the same autocast forward ({result}): unscale_, then clip, then step")
 
@@ -256,16 +279,18 @@ def check_cast_fate(cast_fate: Callable, values: torch.Tensor, reference: Callab
         want = reference(values, dtype)
         if not (isinstance(got, list) and len(got) == len(want)):
             shown = f"{len(got)} items" if unseen and isinstance(got, list) else repr(got)
-            raise AssertionError(f"cast_fate should return a list with one string per value ({len(want)}), "
-                                 f"got {shown}")
+            raise mistake("wrong_return_type",
+                          f"cast_fate should return a list with one string per value ({len(want)}), "
+                          f"got {shown}")
         wrong = [(v, g, w) for v, g, w in zip(values.tolist(), got, want, strict=True) if g != w]
         if unseen and wrong:
             v, g, w = wrong[0]
-            raise AssertionError(f"on unseen values in {dtype}, {len(wrong)} fates are wrong, e.g. "
-                                 f"{v:.9g} should be {w!r}, not {g!r}")
+            raise mistake("wrong_fate",
+                          f"on unseen values in {dtype}, {len(wrong)} fates are wrong, e.g. "
+                          f"{v:.9g} should be {w!r}, not {g!r}")
         if wrong:
             v, g, w = wrong[0]
-            raise AssertionError(f"in {dtype}, {v:.9g} should be {w!r}, your function says {g!r}")
+            raise mistake("wrong_fate", f"in {dtype}, {v:.9g} should be {w!r}, your function says {g!r}")
 
 
 def autocast_audit_reference(sequential: nn.Module, x: torch.Tensor, dtype: torch.dtype) -> dict:
@@ -291,7 +316,8 @@ def check_autocast_audit(audit: Callable, model: nn.Module, x: torch.Tensor, dty
     remote.raise_if_raised("autocast_audit", outcome, known=AUDIT_ERRORS,
                            expected="reports the output dtype of every leaf that ran")
     if "value" not in outcome:
-        raise AssertionError(f"autocast_audit should return a dict, got {outcome.get('returned')}")
+        raise mistake("wrong_return_type",
+                      f"autocast_audit should return a dict, got {outcome.get('returned')}")
     report = outcome["value"]
     if isinstance(model, ReusedLeafModel):
         replay(model, x, dtype)
@@ -299,8 +325,9 @@ def check_autocast_audit(audit: Callable, model: nn.Module, x: torch.Tensor, dty
         # Counted, since a second forward leaves the same report: the text asks for one model(x).
         calls = outcome.get("calls")
         if calls != 1:
-            raise AssertionError(f"the report is right, but autocast_audit ran the model {calls} times: "
-                                 "run model(x) once")
+            raise mistake("extra_forward_passes",
+                          f"the report is right, but autocast_audit ran the model {calls} times: "
+                          "run model(x) once")
     else:
         check_audit(report, reference(model, x, dtype), label)
     check_audit_left_no_trace(outcome.get("trace") or {}, before)
@@ -339,7 +366,8 @@ def check_amp_train_step(amp_train_step: Callable, seed: int, x: torch.Tensor, y
     outcome, log = _run_amp_step(amp_train_step, model, init_scale, (F.cross_entropy, x, y),
                                  {"max_norm": max_norm, "amp_dtype": amp_dtype})
     if "value" not in outcome:
-        raise AssertionError(f"return the loss as a float (loss.item()), not {outcome.get('returned')}")
+        raise mistake("loss_not_python_float",
+                      f"return the loss as a float (loss.item()), not {outcome.get('returned')}")
     # The outcome decides: the parameters after the step, the loss, the scaler's state. The spies'
     # record came from the student's process and only names the mistake once the outcome is wrong.
     after = _same_tensors(outcome.get("parameters"), before)
@@ -352,13 +380,15 @@ def check_amp_train_step(amp_train_step: Callable, seed: int, x: torch.Tensor, y
     if not near(loss, reference.loss, atol=1e-4 * max(1.0, abs(reference.loss))):
         scaled_loss = reference.loss * init_scale
         scaled = near(loss, scaled_loss, atol=1e-3 * max(1.0, abs(scaled_loss)))
-        raise AssertionError(f"returned {loss!r}, but the loss of the batch under autocast is "
-                             f"{reference.loss!r}" + (
-                                 f": that is the loss times the scaler's scale ({init_scale:g}). Return "
-                                 "the loss itself (loss.item()), not scaler.scale(loss)" if scaled else ""))
+        raise mistake("returned_scaled_loss" if scaled else "wrong_loss_returned",
+                      f"returned {loss!r}, but the loss of the batch under autocast is "
+                      f"{reference.loss!r}" + (
+                          f": that is the loss times the scaler's scale ({init_scale:g}). Return "
+                          "the loss itself (loss.item()), not scaler.scale(loss)" if scaled else ""))
     # One finite step leaves the scale where it was; only scaler.update() counts it (growth tracker 1).
     if outcome.get("growth_tracker") != 1 or outcome.get("scale") != init_scale:
-        raise AssertionError(
+        raise mistake(
+            "scaler_not_updated",
             f"the parameters are right, but after one finite step the GradScaler holds scale "
             f"{outcome.get('scale')} with {outcome.get('growth_tracker')} steps counted since its last "
             f"change (expected {init_scale:g} and 1): call scaler.update() once, after "
@@ -374,19 +404,22 @@ def _explain_wrong_step(log: spies.CallLog, outcome: dict, reference: AmpStepRef
     else say that only the final update is wrong."""
     dtypes = outcome.get("dtypes") if isinstance(outcome.get("dtypes"), list) else []
     if not dtypes or set(dtypes) != {amp_dtype}:
-        raise AssertionError(f"with amp_dtype={amp_dtype} the first Linear layer ran in "
-                             f"{set(dtypes) or 'nothing'}: run the forward inside "
-                             "torch.autocast(x.device.type, dtype=amp_dtype)")
+        raise mistake("forward_outside_autocast",
+                      f"with amp_dtype={amp_dtype} the first Linear layer ran in "
+                      f"{set(dtypes) or 'nothing'}: run the forward inside "
+                      "torch.autocast(x.device.type, dtype=amp_dtype)")
     if log.count("step") != 1:
-        raise AssertionError(f"the optimizer stepped {log.count('step')} times in one training step: "
-                             "call only scaler.step(optimizer)")
+        raise mistake("wrong_step_count",
+                      f"the optimizer stepped {log.count('step')} times in one training step: "
+                      "call only scaler.step(optimizer)")
     check_amp_calls(log, num_micro_batches=1, num_updates=1)
     stepped_with = log.of("step")[0].info.get("grads")
     check_amp_step_gradient(stepped_with if isinstance(stepped_with, dict) else {}, reference, max_norm,
                             stale=stale, scale=init_scale)
-    raise AssertionError("the optimizer stepped with the right gradient, but the parameters after the "
-                         f"step are not those of one SGD step (lr={AMP_STEP_LR}) with it: change the "
-                         "parameters only through scaler.step(optimizer)")
+    raise mistake("parameters_changed_outside_step",
+                  "the optimizer stepped with the right gradient, but the parameters after the "
+                  f"step are not those of one SGD step (lr={AMP_STEP_LR}) with it: change the "
+                  "parameters only through scaler.step(optimizer)")
 
 
 def check_amp_step_skips_inf(amp_train_step: Callable, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -403,16 +436,20 @@ def check_amp_step_skips_inf(amp_train_step: Callable, x: torch.Tensor, y: torch
                                  (F.cross_entropy, bad, y, 1.0, torch.float16), {})
     after = _same_tensors(outcome.get("parameters"), before)
     if after is None:
-        raise AssertionError("after an inf gradient the parameters did not come back from your function")
+        raise mistake("evidence_unreadable",
+                      "after an inf gradient the parameters did not come back from your function")
     moved = compare(after, before)
     if not moved.max_abs_error == 0:   # NaN counts as moved
         if log.count("step") != 0:
-            raise AssertionError("the optimizer stepped although the gradients held inf: call "
-                                 "scaler.step(optimizer), never optimizer.step() directly, so that such "
-                                 "steps are skipped")
-        raise AssertionError(f"after an inf gradient the parameters changed ({moved}): a step whose "
-                             "gradients hold inf must leave them as they were")
+            raise mistake("inf_step_not_skipped",
+                          "the optimizer stepped although the gradients held inf: call "
+                          "scaler.step(optimizer), never optimizer.step() directly, so that such "
+                          "steps are skipped")
+        raise mistake("parameters_changed_on_inf",
+                      f"after an inf gradient the parameters changed ({moved}): a step whose "
+                      "gradients hold inf must leave them as they were")
     scale = outcome.get("scale")
     if scale != 512.0:
-        raise AssertionError(f"after an inf gradient the scale should halve from 1024 to 512, it is "
-                             f"{scale}: call scaler.update() after scaler.step()")
+        raise mistake("scaler_not_updated",
+                      f"after an inf gradient the scale should halve from 1024 to 512, it is "
+                      f"{scale}: call scaler.update() after scaler.step()")

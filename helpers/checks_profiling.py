@@ -40,6 +40,7 @@ from helpers.collect_profiling import (
     collect_phase_shares_of_events,
     phase_spec,
 )
+from helpers.diagnosis import mistake
 from helpers.fakes import FakeMachine
 
 GRADER_ONLY = True
@@ -81,8 +82,9 @@ def _replay(machine: FakeMachine, letters) -> list[tuple[str, float]]:
     what each step took on the fake clock: [(step name, seconds)]. The machine is deterministic, so
     these are the times the student's code measured, computed here rather than taken from the kernel."""
     if not isinstance(letters, str) or not set(letters) <= _EVENT_OF_LETTER.keys():
-        raise AssertionError("the fake machine's log holds entries its steps, sync and clock never write: "
-                             "call the functions compare_speed is given, and leave their machine alone")
+        raise mistake("fake_machine_altered",
+                      "the fake machine's log holds entries its steps, sync and clock never write: "
+                      "call the functions compare_speed is given, and leave their machine alone")
     took = []
     actions = {"A": machine.step_a, "B": machine.step_b, "sync": machine.sync, "clock": machine.clock}
     for letter in letters:
@@ -112,62 +114,72 @@ def check_compare_speed(compare_speed: Callable, durations_a: Sequence[float],
     machine = build()
     took = _replay(machine, outcome.get("events"))
     if error is not None and error.type == "ZeroDivisionError" and _clock_reads_without_step(machine.events):
-        raise remote.failure("compare_speed", error, advice=(
+        raise remote.failure("compare_speed", error, cause="clock_read_without_step", advice=(
             "two clock reads had no step between them, so a time came out as 0 s (the test's clock moves "
             "only while a step runs). Read clock() right before and right after each timed call"))
     if error is not None and error.type == "StatisticsError":
-        raise remote.failure("compare_speed", error, advice=f"run repeats={repeats} rounds and take the "
-                             "median of their ratios")
+        raise remote.failure("compare_speed", error, cause="no_rounds_timed",
+                             advice=f"run repeats={repeats} rounds and take the median of their ratios")
     if error is not None:
         raise remote.failure("compare_speed", error, expected="returns the median ratio of B's time to A's")
     event_count = outcome.get("event_count")
     if type(event_count) is int and event_count > len(machine.events):
-        raise AssertionError(f"compare_speed made {event_count} calls to the steps, sync and clock for "
-                             f"warmup={warmup} and repeats={repeats}: warm up, then time {repeats} rounds")
+        raise mistake("too_many_machine_calls",
+                      f"compare_speed made {event_count} calls to the steps, sync and clock for "
+                      f"warmup={warmup} and repeats={repeats}: warm up, then time {repeats} rounds")
     result = outcome.get("value")
     ran = sum(event in ("A", "B") for event in machine.events)
     if ran and "clock" not in machine.events:
-        raise AssertionError(f"the steps ran {ran} times, but compare_speed never read the clock it was "
-                             "given: time each call with clock() (the test's clock), not time.perf_counter() "
-                             "or time.time()")
+        raise mistake("own_clock_used",
+                      f"the steps ran {ran} times, but compare_speed never read the clock it was "
+                      "given: time each call with clock() (the test's clock), not time.perf_counter() "
+                      "or time.time()")
     warm = machine.warmup_steps()
     extra = f" (here {first_call_extra_s:g} s longer)" if first_call_extra_s else ""
     if warm.count("A") < warmup or warm.count("B") < warmup:
-        raise AssertionError(
+        raise mistake(
+            "no_warmup",
             f"before the first clock read {', '.join(warm) if warm else 'no step'} ran, "
             f"with warmup={warmup}: "
             f"warm up both steps, each {warmup} times, or the first, slow call{extra} is timed")
     timed_steps = machine.timed_steps()
     if len(timed_steps) != 2 * repeats:
-        raise AssertionError(f"{repeats} rounds should time {repeats} calls of A and {repeats} of B, "
-                             f"{len(timed_steps)} calls ran")
+        raise mistake("wrong_round_count",
+                      f"{repeats} rounds should time {repeats} calls of A and {repeats} of B, "
+                      f"{len(timed_steps)} calls ran")
     pairs = [timed_steps[i:i + 2] for i in range(0, 2 * repeats, 2)]
     if not all(sorted(pair) == ["A", "B"] for pair in pairs):
-        raise AssertionError(f"the timed calls ran as {''.join(timed_steps)}: interleave them, one A and "
-                             "one B per round, so that drift in the machine's speed affects both alike")
+        raise mistake("rounds_not_interleaved",
+                      f"the timed calls ran as {''.join(timed_steps)}: interleave them, one A and "
+                      "one B per round, so that drift in the machine's speed affects both alike")
     unsynced = machine.unsynced_clock_reads()
     if unsynced:
-        raise AssertionError(f"{unsynced} clock reads did not come right after sync(): on a GPU the clock "
-                             "would then measure how fast work is queued, not how long it takes")
+        raise mistake("clock_read_without_sync",
+                      f"{unsynced} clock reads did not come right after sync(): on a GPU the clock "
+                      "would then measure how fast work is queued, not how long it takes")
     if not isinstance(result, Mapping) or not {"ratio", "low", "high"} <= set(result):
-        raise AssertionError(f"return a dict with ratio, low and high, got {result!r}")
+        raise mistake("wrong_return_type", f"return a dict with ratio, low and high, got {result!r}")
     rounds = [dict(took[i:i + 2]) for i in range(len(took) - 2 * repeats, len(took), 2)]
     ratios = [r["B"] / r["A"] for r in rounds]
     median = statistics.median(ratios)
     got = float(result["ratio"])
     if not _close(got, median):
-        hint = ""
+        hint, cause = "", "wrong_ratio"
         if _close(got, statistics.mean(ratios)):
             hint = ": you took the mean, which one slow round drags"
+            cause = "mean_not_median"
         elif _close(got, statistics.median(r["B"] for r in rounds)
                     / statistics.median(r["A"] for r in rounds)):
             hint = ": you divided the median times; take the median of each round's ratio instead"
-        raise AssertionError(f"ratio is {got:.9g}, but the median of the rounds' time_b / time_a is "
-                             f"{median:.9g}{hint}")
+            cause = "ratio_of_medians"
+        raise mistake(cause,
+                      f"ratio is {got:.9g}, but the median of the rounds' time_b / time_a is "
+                      f"{median:.9g}{hint}")
     low, high = float(result["low"]), float(result["high"])
     if not (_close(low, min(ratios)) and _close(high, max(ratios))):
-        raise AssertionError(f"low and high should be the smallest and largest ratios ({min(ratios):.9g} and "
-                             f"{max(ratios):.9g}), got {low:.9g} and {high:.9g}")
+        raise mistake("wrong_low_high",
+                      f"low and high should be the smallest and largest ratios ({min(ratios):.9g} and "
+                      f"{max(ratios):.9g}), got {low:.9g} and {high:.9g}")
     return dict(result)
 
 
@@ -188,23 +200,27 @@ def _actions(names, steps: int) -> list[ProfilerAction] | None:
     return [ProfilerAction[name] for name in names]
 
 
-def _schedule_problem(actions: list[ProfilerAction] | None, steps: int) -> str:
-    """What is wrong with the student's schedule for `steps` steps, or ''."""
+def _schedule_problem(actions: list[ProfilerAction] | None, steps: int) -> tuple[str, str]:
+    """What is wrong with the student's schedule for `steps` steps, as (the mistake's name, what to
+    say), or ('', '')."""
     if actions is None:
-        return ""
+        return "", ""
     recording = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
     if actions[0] in recording:
-        return ("the first step was measured, so a phase that is slow only in its first call counts its "
-                "start-up: skip that step with schedule(wait=0, warmup=1, active=steps - 1, repeat=1)")
+        return "first_step_profiled", (
+            "the first step was measured, so a phase that is slow only in its first call counts its "
+            "start-up: skip that step with schedule(wait=0, warmup=1, active=steps - 1, repeat=1)")
     if actions[steps] != ProfilerAction.NONE and actions[steps - 1] == ProfilerAction.RECORD_AND_SAVE:
-        return ("your schedule starts a new cycle after its active steps (repeat=0, the default, repeats "
-                "forever): the profiler hands the finished cycle to on_trace_ready and clears it, so "
-                "key_averages() after the loop is empty. Pass repeat=1")
+        return "schedule_repeats_forever", (
+            "your schedule starts a new cycle after its active steps (repeat=0, the default, repeats "
+            "forever): the profiler hands the finished cycle to on_trace_ready and clears it, so "
+            "key_averages() after the loop is empty. Pass repeat=1")
     if [a in recording for a in actions[1:steps]] != [True] * (steps - 1):
         measured = [i for i, a in enumerate(actions[:steps]) if a in recording]
-        return (f"your schedule measures steps {measured} "
-                f"of 0..{steps - 1}: use schedule(wait=0, warmup=1, active=steps - 1, repeat=1)")
-    return ""
+        return "wrong_steps_profiled", (
+            f"your schedule measures steps {measured} "
+            f"of 0..{steps - 1}: use schedule(wait=0, warmup=1, active=steps - 1, repeat=1)")
+    return "", ""
 
 
 def check_find_bottleneck(find_bottleneck: Callable, plan: Mapping[str, Phase], steps: int) -> tuple:
@@ -217,51 +233,59 @@ def check_find_bottleneck(find_bottleneck: Callable, plan: Mapping[str, Phase], 
     actions = _actions(outcome.get("actions"), steps)
     error = remote.raised_of(outcome)
     if error is not None:
-        raise remote.failure("find_bottleneck", error, advice=_schedule_problem(actions, steps) or "",
+        cause, advice = _schedule_problem(actions, steps)
+        raise remote.failure("find_bottleneck", error, advice=advice, cause=cause,
                              expected="returns the slowest phase and every phase's share")
     result = outcome.get("value")
-    problem = _schedule_problem(actions, steps)
+    problem_name, problem = _schedule_problem(actions, steps)
     order = outcome.get("order")
     order = [event for event in order if isinstance(event, str)] if isinstance(order, list) else []
     phase_order = [event for event in order if event != STEP]
     counts = {phase: phase_order.count(phase) for phase in plan}
     if phase_order != list(plan) * steps:
-        raise AssertionError(f"with steps={steps} every phase should run {steps} times, in the order given; "
-                             f"they ran {counts}" + ("" if set(counts.values()) != {steps} else
-                                                     f", as {', '.join(phase_order[:2 * len(plan)])}, ..."))
+        raise mistake("wrong_phase_runs",
+                      f"with steps={steps} every phase should run {steps} times, in the order given; "
+                      f"they ran {counts}" + ("" if set(counts.values()) != {steps} else
+                                              f", as {', '.join(phase_order[:2 * len(plan)])}, ..."))
     step_calls = order.count(STEP)
     if order != ([*plan, STEP] * steps):
         if step_calls == steps * len(plan):
-            raise AssertionError(
+            raise mistake(
+                "prof_step_every_phase",
                 f"prof.step() ran {step_calls} times for {steps} steps of {len(plan)} phases: call it once "
                 "per training step, after all of the step's phases; the schedule counts prof.step() calls as "
                 "steps, so stepping once per phase measures the wrong phases")
-        raise AssertionError(f"the phases and prof.step() ran as {', '.join(order[:3 * (len(plan) + 1)])}"
-                             f", ...: run one step's phases in order, then call prof.step() once "
-                             f"({steps} times)")
+        raise mistake("prof_step_misplaced",
+                      f"the phases and prof.step() ran as {', '.join(order[:3 * (len(plan) + 1)])}"
+                      f", ...: run one step's phases in order, then call prof.step() once "
+                      f"({steps} times)")
     shares = result[1] if isinstance(result, tuple) and len(result) == 2 else None
     if not isinstance(shares, Mapping) or set(shares) != set(plan):
-        raise AssertionError(f"return (name, shares) with one share per phase {list(plan)}, got {result!r}"
-                             + (f": {problem}" if problem else ""))
+        raise mistake(problem_name or "shares_not_per_phase",
+                      f"return (name, shares) with one share per phase {list(plan)}, got {result!r}"
+                      + (f": {problem}" if problem else ""))
     name, got = result[0], {phase: float(share) for phase, share in shares.items()}
     said = f"your function says {name!r} with shares {_rounded(got)}"
     if problem:
-        raise AssertionError(f"{said}: {problem}")
+        raise mistake(problem_name, f"{said}: {problem}")
     if not grads.near(sum(got.values()), 1.0, atol=1e-6):
-        raise AssertionError(f"the shares should sum to 1 over the phases, they sum to "
-                             f"{sum(got.values()):.6f}")
+        raise mistake("shares_not_normalised",
+                      f"the shares should sum to 1 over the phases, they sum to "
+                      f"{sum(got.values()):.6f}")
     totals, self_totals = _profiled_totals(outcome, plan, steps)
     reference = {phase: total / sum(totals.values()) for phase, total in totals.items()}
     off = any(not grads.near(got[p], reference[p], atol=SHARE_ATOL) for p in plan)
     if name != max(reference, key=reference.get) or off:
-        raise AssertionError(_diagnose_bottleneck(said, got, reference, self_totals, plan, steps))
+        cause, diagnosis = _diagnose_bottleneck(said, got, reference, self_totals, plan, steps)
+        raise mistake(cause, diagnosis)
     return name, got
 
 
 def _time_of(row: Mapping, column: str) -> float:
     value = row.get(column)
     if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
-        raise AssertionError(f"the profiler's table holds {value!r} as a {column}, not a time")
+        raise mistake("evidence_unreadable",
+                      f"the profiler's table holds {value!r} as a {column}, not a time")
     return float(value)
 
 
@@ -271,21 +295,24 @@ def _profiled_totals(outcome: Mapping, plan: Mapping[str, Phase], steps: int) ->
     each of steps 2..steps. The shares are compared with what that same profiler measured, so a busy
     machine's timing noise cannot fail a right answer."""
     if outcome.get("profiled") is not True:
-        raise AssertionError("find_bottleneck should profile the steps with torch.profiler.profile(...) "
-                             "and read its key_averages()")
+        raise mistake("profiler_not_used",
+                      "find_bottleneck should profile the steps with torch.profiler.profile(...) "
+                      "and read its key_averages()")
     if "table_error" in outcome:
-        raise AssertionError(f"after find_bottleneck returned, its profiler's key_averages() could not be "
-                             f"read ({outcome['table_error']}): let the profile block end before reading it")
+        raise mistake("profile_block_not_ended",
+                      f"after find_bottleneck returned, its profiler's key_averages() could not be "
+                      f"read ({outcome['table_error']}): let the profile block end before reading it")
     table = outcome.get("table") if isinstance(outcome.get("table"), dict) else {}
     rows = {phase: table[phase] for phase in plan if isinstance(table.get(phase), dict)}
     seen = {phase: rows[phase].get("count") if phase in rows else 0 for phase in plan}
     if set(seen.values()) != {steps - 1}:
-        raise AssertionError(f"the profiler saw the phases {seen} times; with warmup=1 it should see "
-                             f"each once in each of steps 2 to {steps} ({steps - 1} times): run every phase "
-                             "inside the profile block and label it with record_function(name)")
+        raise mistake("phases_not_labelled",
+                      f"the profiler saw the phases {seen} times; with warmup=1 it should see "
+                      f"each once in each of steps 2 to {steps} ({steps - 1} times): run every phase "
+                      "inside the profile block and label it with record_function(name)")
     totals = {phase: _time_of(rows[phase], "cpu_time_total") for phase in plan}
     if not sum(totals.values()) > 0:
-        raise AssertionError(f"the profiler measured no time in the phases {list(plan)}")
+        raise mistake("no_time_in_phases", f"the profiler measured no time in the phases {list(plan)}")
     return totals, {phase: _time_of(rows[phase], "self_cpu_time_total") for phase in plan}
 
 
@@ -293,15 +320,18 @@ def _rounded(shares: Mapping[str, float]) -> dict[str, float]:
     return {phase: round(share, 3) for phase, share in shares.items()}
 
 
-def _diagnose_bottleneck(said, got, reference, self_totals, plan, steps) -> str:
+def _diagnose_bottleneck(said, got, reference, self_totals, plan, steps) -> tuple[str, str]:
+    """Why the shares differ from the profiler's: (the mistake's name, what to say)."""
     self_reference = {phase: total / sum(self_totals.values()) for phase, total in self_totals.items()}
     nested = [phase for phase, spec in plan.items() if spec.parts]
     if nested and all(grads.near(got[p], self_reference[p], atol=SHARE_ATOL) for p in plan):
-        return (f"{said}, but {', '.join(nested)} runs all its work inside nested labels and takes "
-                f"{_rounded(reference)}: use each label's total CPU time (cpu_time_total), which includes "
-                "everything that runs inside it, not its self time")
-    return (f"{said}, but your profiler measured {_rounded(reference)} over steps 2 to {steps} (the first is "
-            "the warm-up): add each phase label's cpu_time_total from key_averages() and divide by their sum")
+        return "self_time_used", (
+            f"{said}, but {', '.join(nested)} runs all its work inside nested labels and takes "
+            f"{_rounded(reference)}: use each label's total CPU time (cpu_time_total), which includes "
+            "everything that runs inside it, not its self time")
+    return "shares_not_from_profiler", (
+        f"{said}, but your profiler measured {_rounded(reference)} over steps 2 to {steps} (the first is "
+        "the warm-up): add each phase label's cpu_time_total from key_averages() and divide by their sum")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -354,12 +384,14 @@ def _shares_of(outcome: Mapping, as_str: bool):
         return outcome.get("value")
     if outcome.get("value_error") is True or error.type == "ValueError":
         raise ValueError(error.message)
-    advice = ""
+    advice, cause = "", ""
     if error.type == "KeyError" and error.message == "'dur'":
         advice = "instant events (\"ph\": \"i\") have no duration; add only complete events (\"ph\": \"X\")"
+        cause = "instant_events_added"
     elif error.type == "AttributeError" and as_str and "'str' object" in error.message:
         advice = "trace_path may be a str: open it as Path(trace_path)"
-    raise remote.failure("phase_shares", error, advice=advice,
+        cause = "trace_path_str_not_handled"
+    raise remote.failure("phase_shares", error, advice=advice, cause=cause,
                          expected="returns each phase's share of the labelled time")
 
 
@@ -386,23 +418,28 @@ def check_phase_shares(phase_shares: Callable, trace_path: Path, events: list[di
     try:
         got = _shares_of_events(phase_shares, trace_path, events, list(want))
     except ValueError as error:
-        raise AssertionError(f"phase_shares raised ValueError ({error}) on a trace that holds the phases "
-                             f"{[p for p, share in want.items() if share]}") from None
+        raise mistake("value_error_with_phases_present",
+                      f"phase_shares raised ValueError ({error}) on a trace that holds the phases "
+                      f"{[p for p, share in want.items() if share]}") from None
     if not isinstance(got, Mapping) or set(got) != set(want):
-        raise AssertionError(f"return one share per phase asked for {list(want)}, got {got!r}")
+        raise mistake("shares_not_per_phase",
+                      f"return one share per phase asked for {list(want)}, got {got!r}")
     if gpu_counted and all(grads.near(float(got[p]), gpu_counted[p], atol=TRACE_SHARE_ATOL) for p in want):
-        raise AssertionError(f"your shares {_rounded(got)} count each label twice: GPU-side copies of the "
-                             "labels (cat gpu_user_annotation) must not be added, only cat == "
-                             "'user_annotation'")
+        raise mistake("gpu_annotations_counted",
+                      f"your shares {_rounded(got)} count each label twice: GPU-side copies of the "
+                      "labels (cat gpu_user_annotation) must not be added, only cat == "
+                      "'user_annotation'")
     if nested_counted and all(grads.near(float(got[p]), nested_counted[p], atol=TRACE_SHARE_ATOL)
                               for p in want):
-        raise AssertionError(f"your shares {_rounded(got)} count a label twice when it runs inside another "
-                             "label of the phases: its time is already in the outer one's, so add only the "
-                             "labels that no other one encloses (same pid and tid, within its ts and "
-                             "ts + dur)")
+        raise mistake("nested_labels_counted",
+                      f"your shares {_rounded(got)} count a label twice when it runs inside another "
+                      "label of the phases: its time is already in the outer one's, so add only the "
+                      "labels that no other one encloses (same pid and tid, within its ts and "
+                      "ts + dur)")
     for phase, share in want.items():
         if not grads.near(float(got[phase]), share, atol=TRACE_SHARE_ATOL):
-            raise AssertionError(
+            raise mistake(
+                "wrong_shares",
                 f"{phase}'s share should be {share:.8f}, got {float(got[phase]):.8f}: add the durations of "
                 "its complete (\"ph\": \"X\") user_annotation events that no other label of the phases "
                 "encloses, and divide by the sum over the phases")
@@ -418,10 +455,12 @@ def _check_none_raises(phase_shares: Callable, trace_path, events: list[dict]) -
     except AssertionError as problem:
         if "stopped with ZeroDivisionError" in str(problem):
             said = str(problem).split(";")[0]
-            raise AssertionError(f"when none of the phases occurs, {said}; check the summed duration and "
-                                 "raise ValueError") from None
+            raise mistake("no_value_error_for_missing_phases",
+                          f"when none of the phases occurs, {said}; check the summed duration and "
+                          "raise ValueError") from None
         raise
-    raise AssertionError("phase_shares should raise ValueError when none of the phases occurs in the trace")
+    raise mistake("no_value_error_for_missing_phases",
+                  "phase_shares should raise ValueError when none of the phases occurs in the trace")
 
 
 def labelled_shares(events, phases: Sequence[str]) -> dict[str, float]:
@@ -433,8 +472,9 @@ def labelled_shares(events, phases: Sequence[str]) -> dict[str, float]:
         totals[event["name"]] += float(event["dur"])
     whole = sum(totals.values())
     if not whole > 0:
-        raise AssertionError(f"the profiler's trace held no labelled time for {list(phases)}: run the test "
-                             "again")
+        raise mistake("evidence_unreadable",
+                      f"the profiler's trace held no labelled time for {list(phases)}: run the test "
+                      "again")
     return {phase: total / whole for phase, total in totals.items()}
 
 
@@ -446,15 +486,18 @@ def check_profiled_trace_shares(phase_shares: Callable, phases: Sequence[str]) -
     try:
         got = _shares_of(outcome, as_str=True)
     except ValueError as error:
-        raise AssertionError(f"phase_shares raised ValueError ({error}) on the profiler's trace of a small "
-                             f"training loop, which holds the phases {list(phases)}") from None
+        raise mistake("value_error_with_phases_present",
+                      f"phase_shares raised ValueError ({error}) on the profiler's trace of a small "
+                      f"training loop, which holds the phases {list(phases)}") from None
     want = labelled_shares(outcome.get("events"), phases)
     if not isinstance(got, Mapping) or set(got) != set(phases):
-        raise AssertionError(f"on the profiler's trace of a small training loop, return one share per phase "
-                             f"asked for {list(phases)}, got {got!r}")
+        raise mistake("shares_not_per_phase",
+                      f"on the profiler's trace of a small training loop, return one share per phase "
+                      f"asked for {list(phases)}, got {got!r}")
     for phase, share in want.items():
         if not grads.near(float(got[phase]), share, atol=TRACE_SHARE_ATOL):
-            raise AssertionError(
+            raise mistake(
+                "wrong_shares",
                 f"on the profiler's trace of a small training loop, {phase}'s share should be {share:.8f}, "
                 f"got {float(got[phase]):.8f}: add the durations (microseconds, with fractions) of the "
                 "complete user_annotation events named after the phases and divide by their sum; a real "
@@ -532,37 +575,45 @@ def check_fast_epoch(fast_epoch: Callable, dataset, model: torch.nn.Module, *,
     if params is None or not params.close(rtol=1e-5, atol=1e-6):
         for settings in all_settings:
             if settings.get("batch_size") != batch_size:
-                raise AssertionError(f"the DataLoader ran with batch_size={settings.get('batch_size')}: pass "
-                                     f"batch_size={batch_size} on")
+                raise mistake("batch_size_not_passed",
+                              f"the DataLoader ran with batch_size={settings.get('batch_size')}: pass "
+                              f"batch_size={batch_size} on")
         if all_settings and batches != steps:
-            raise AssertionError(f"fast_epoch took {batches} batches from its DataLoader for {steps} "
-                                 "steps: train on every batch the DataLoader yields, once")
+            raise mistake("not_every_batch_trained",
+                          f"fast_epoch took {batches} batches from its DataLoader for {steps} "
+                          "steps: train on every batch the DataLoader yields, once")
         how = f" ({params})" if params else ""
-        raise AssertionError(f"the model ended elsewhere than slow_epoch's{how}: same batches, same order, "
-                             "same updates")
+        raise mistake("wrong_final_parameters",
+                      f"the model ended elsewhere than slow_epoch's{how}: same batches, same order, "
+                      "same updates")
     if "value" not in outcome:
-        raise AssertionError("return the mean loss as a Python float (read the total with .item() at the "
-                             f"end), not a {outcome.get('returned')}")
+        raise mistake("loss_not_python_float",
+                      "return the mean loss as a Python float (read the total with .item() at the "
+                      f"end), not a {outcome.get('returned')}")
     loss = outcome["value"]
     if not grads.near(loss, reference_loss, atol=1e-4 * max(1.0, abs(reference_loss))):
-        raise AssertionError(f"returned {loss:.6f}, slow_epoch returns {reference_loss:.6f}: the mean of the "
-                             f"{steps} batches' losses (the last batch is shorter when the dataset does not "
-                             "divide evenly)")
+        raise mistake("wrong_loss_returned",
+                      f"returned {loss:.6f}, slow_epoch returns {reference_loss:.6f}: the mean of the "
+                      f"{steps} batches' losses (the last batch is shorter when the dataset does not "
+                      "divide evenly)")
     # Required by the text, and visible in no outcome: counted.
     if not all_settings:
-        raise AssertionError("fast_epoch should load the data with a torch.utils.data.DataLoader")
+        raise mistake("no_dataloader", "fast_epoch should load the data with a torch.utils.data.DataLoader")
     for settings in all_settings:
         if settings.get("num_workers") != num_workers:
-            raise AssertionError(
+            raise mistake(
+                "num_workers_not_passed",
                 f"the DataLoader ran with num_workers={settings.get('num_workers')}: pass num_workers on, so "
                 f"that worker processes (here {num_workers}) decode the next batches while the model trains")
         if model_device.type == "cuda" and not settings.get("pin_memory"):
-            raise AssertionError("the model is on CUDA but the DataLoader ran with pin_memory=False: pinned "
-                                 "batches copy to the GPU with .to(device, non_blocking=True) without a stop")
+            raise mistake("pin_memory_off_on_cuda",
+                          "the model is on CUDA but the DataLoader ran with pin_memory=False: pinned "
+                          "batches copy to the GPU with .to(device, non_blocking=True) without a stop")
         if model_device.type != "cuda" and settings.get("pin_memory"):
-            raise AssertionError(f"the model is on {model_device.type} but the DataLoader ran with "
-                                 "pin_memory=True: pinning helps only a copy to a GPU; pass "
-                                 "pin_memory=(the model's device is CUDA)")
+            raise mistake("pin_memory_without_cuda",
+                          f"the model is on {model_device.type} but the DataLoader ran with "
+                          "pin_memory=True: pinning helps only a copy to a GPU; pass "
+                          "pin_memory=(the model's device is CUDA)")
     syncs = outcome.get("syncs") if isinstance(outcome.get("syncs"), dict) else {}
     counts = syncs.get("counts") if isinstance(syncs.get("counts"), dict) else {}
     counts = {str(name): _count(count) for name, count in counts.items()}
@@ -572,19 +623,22 @@ def check_fast_epoch(fast_epoch: Callable, dataset, model: torch.nn.Module, *,
     reads = steps // log_every + 1
     fewest = reads - (steps % log_every == 0)
     if total_syncs > reads:
-        raise AssertionError(
+        raise mistake(
+            "too_many_host_reads",
             f"fast_epoch made {total_syncs} host syncs ({_nonzero(counts)}) for {steps} steps with "
             f"log_every={log_every}: keep the running loss on the device (total += loss.detach()) and "
             f"read it only every log_every steps and at the end ({reads} reads)")
     if total_syncs < fewest:
-        raise AssertionError(
+        raise mistake(
+            "loss_not_logged",
             f"fast_epoch read the loss {total_syncs} times in {steps} steps with log_every={log_every}: "
             f"print the running mean every log_every steps ({steps // log_every} times) and read it once "
             "at the end")
     if _count(syncs.get("reads_with_graph")):
-        raise AssertionError("the running total you read still carries the autograd graph: total += loss "
-                             "keeps every step's graph alive (the PyTorch FAQ's memory leak); add "
-                             "loss.detach()")
+        raise mistake("total_keeps_graph",
+                      "the running total you read still carries the autograd graph: total += loss "
+                      "keeps every step's graph alive (the PyTorch FAQ's memory leak); add "
+                      "loss.detach()")
     return f"{steps} steps, {total_syncs} host syncs, num_workers={num_workers}"
 
 

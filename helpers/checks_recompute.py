@@ -17,6 +17,7 @@ import torch
 from helpers import remote
 from helpers.checks_memory import segment_sizes, segmented_forward
 from helpers.collect_recompute import collect_block_forwards
+from helpers.diagnosis import mistake
 from helpers.models import ResidualMLP
 
 GRADER_ONLY = True
@@ -93,6 +94,15 @@ MISTAKES = {
     "last_segment_full": "the last segment holds only the blocks that are left (depth minus the full "
                          "segments before it), which can be fewer than blocks_per_segment",
 }
+# The name each of those mistakes goes by in a class report (helpers.diagnosis.mistake).
+MISTAKE_NAMES = {
+    "no_recompute": "recompute_not_counted",
+    "one_micro_batch": "one_micro_batch_counted",
+    "segments_not_blocks": "segments_counted_not_blocks",
+    "last_rerun_too": "unchecked_last_segment_rerun",
+    "last_never_rerun": "checked_last_segment_not_rerun",
+    "last_segment_full": "last_segment_counted_full",
+}
 
 
 def check_block_forwards(predict, depth: int, blocks_per_segment: int | None, accum_steps: int,
@@ -107,22 +117,29 @@ def check_block_forwards(predict, depth: int, blocks_per_segment: int | None, ac
     if error is not None:
         advice = ("blocks_per_segment=None means no checkpointing: every block runs once per micro-batch"
                   if blocks_per_segment is None and error.type == "TypeError" else "")
-        raise remote.failure("predict_block_forwards", error, advice=advice,
+        raise remote.failure("predict_block_forwards", error, advice=advice, cause="none_segment_not_handled",
                              expected=f"predicts the block forwards of one update for {case}")
     forwards = outcome.get("module_forwards")
-    assert type(forwards) is int, "the check could not count the module forwards your prediction ran"
-    assert forwards == 0, (
-        f"predict_block_forwards ran {forwards} module forwards: predict the count from the four numbers "
-        "with arithmetic, without running a model")
+    if type(forwards) is not int:
+        raise mistake("evidence_unreadable",
+                      "the check could not count the module forwards your prediction ran")
+    if forwards != 0:
+        raise mistake(
+            "ran_model_to_predict",
+            f"predict_block_forwards ran {forwards} module forwards: predict the count from the four numbers "
+            "with arithmetic, without running a model")
     got = outcome.get("count")
-    assert isinstance(got, int), (
-        f"predict_block_forwards should return the number of block forwards as an int, "
-        f"got {outcome.get('shown', 'nothing')}")
+    if not isinstance(got, int):
+        raise mistake(
+            "wrong_return_type",
+            f"predict_block_forwards should return the number of block forwards as an int, "
+            f"got {outcome.get('shown', 'nothing')}")
     want = count_block_forwards(depth, blocks_per_segment, accum_steps, checkpoint_last)
     if got == want:
         return
     named = [name for name, value in _mistakes(depth, blocks_per_segment, accum_steps,
                                               checkpoint_last).items() if value == got]
-    raise AssertionError(
+    raise mistake(
+        MISTAKE_NAMES[named[0]] if len(named) == 1 else "wrong_prediction",
         f"with {case}, one update starts {want} block forwards, you predicted {got}"
         + (f": {MISTAKES[named[0]]}" if len(named) == 1 else ""))

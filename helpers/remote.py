@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from helpers import wire
+from helpers.diagnosis import mistake
 
 _COLLECTORS: dict[str, Callable] = {}
 
@@ -118,52 +119,74 @@ def raised_of(outcome: dict) -> Raised | None:
     return result
 
 
+class Known(tuple):
+    """An error whose cause a check knows, as failure() reads it: the pair (pattern, the course's
+    words), matched on the error's message, that also carries `mistake`, the name of the mistake it
+    diagnoses (helpers.diagnosis.mistake). It unpacks as that pair: `pattern, words = known`."""
+
+    mistake: str
+
+    def __new__(cls, name: str, pattern: str, words: str) -> Known:
+        known = super().__new__(cls, (pattern, words))
+        known.mistake = name
+        return known
+
+
+# The name of a failure whose cause no check recognised: the student's function raised.
+FUNCTION_RAISED = "function_raised"
+
 # Errors whose cause is the same in every lesson, worded once. Each is matched on Python's or
 # torch's own message, so its words appear only when that message is the error.
 COMMON_ERRORS = (
-    ("'NoneType' object has no attribute",
-     "your code used a None as if it were a tensor. In these exercises that None is usually a "
-     "parameter's .grad: it is None on a fresh model until the first backward, and after "
-     "zero_grad(set_to_none=True). Clear old gradients with optimizer.zero_grad(set_to_none=True) "
-     "(or model.zero_grad), which handles both"),
-    ("element 0 of tensors does not require grad and does not have a grad_fn",
-     "backward ran on a tensor that autograd did not record: the loss was computed under "
-     "torch.no_grad() or from detached values (.detach(), .item(), a new tensor)"),
-    ("Trying to backward through the graph a second time",
-     "backward ran twice through the same graph: run one forward for every backward"),
-    ("modified by an inplace operation",
-     "a tensor that autograd saved for a backward pass was changed in place before that backward "
-     "ran. In these exercises it is usually optimizer.step(), which updates the parameters in "
-     "place, running between a forward pass and its backward: step only after the last backward "
-     "of the cycle"),
-    ("Expected all tensors to be on the same device",
-     "tensors on different devices met in one operation: move every batch and every running "
-     "total to the model's device (next(model.parameters()).device)"),
+    Known("none_used_as_tensor", "'NoneType' object has no attribute",
+          "your code used a None as if it were a tensor. In these exercises that None is usually a "
+          "parameter's .grad: it is None on a fresh model until the first backward, and after "
+          "zero_grad(set_to_none=True). Clear old gradients with optimizer.zero_grad(set_to_none=True) "
+          "(or model.zero_grad), which handles both"),
+    Known("backward_without_graph", "element 0 of tensors does not require grad and does not have a grad_fn",
+          "backward ran on a tensor that autograd did not record: the loss was computed under "
+          "torch.no_grad() or from detached values (.detach(), .item(), a new tensor)"),
+    Known("backward_twice", "Trying to backward through the graph a second time",
+          "backward ran twice through the same graph: run one forward for every backward"),
+    Known("inplace_before_backward", "modified by an inplace operation",
+          "a tensor that autograd saved for a backward pass was changed in place before that backward "
+          "ran. In these exercises it is usually optimizer.step(), which updates the parameters in "
+          "place, running between a forward pass and its backward: step only after the last backward "
+          "of the cycle"),
+    Known("mixed_devices", "Expected all tensors to be on the same device",
+          "tensors on different devices met in one operation: move every batch and every running "
+          "total to the model's device (next(model.parameters()).device)"),
 )
 
 
 def failure(function: str, error: Raised, *, known: Sequence[tuple[str, str]] = (), advice: str = "",
-            expected: str = "") -> AssertionError:
+            expected: str = "", cause: str = FUNCTION_RAISED) -> AssertionError:
     """The one way a check says that the student's `function` raised `error` while it was tested.
 
     The lesson's `known` errors (pattern, the course's words) are tried first, then `advice`,
     which a check that knows the cause from its own inputs passes, then the errors every lesson
     shares (COMMON_ERRORS). An error nobody recognises is not explained: the message says what the test was
     checking (`expected`, e.g. "returns one float per update") and where the student's code
-    raised, without guessing a cause."""
+    raised, without guessing a cause.
+
+    The failure carries the name of the mistake that explains it (helpers.diagnosis.mistake): a
+    `Known` error's own, `cause` for `advice` (only used with it), else FUNCTION_RAISED."""
     where = f" at `{error.line}`" if error.line else ""
     said = f"{function} stopped with {error}{where}"
-    for pattern, words in known:
+    for entry in known:
+        pattern, words = entry
         if pattern in error.message:
-            return AssertionError(f"{said}; {words}")
+            return mistake(getattr(entry, "mistake", FUNCTION_RAISED), f"{said}; {words}")
     if advice:
-        return AssertionError(f"{said}; {advice}")
-    for pattern, words in COMMON_ERRORS:
+        return mistake(cause, f"{said}; {advice}")
+    for entry in COMMON_ERRORS:
+        pattern, words = entry
         if pattern in error.message:
-            return AssertionError(f"{said}; {words}")
+            return mistake(entry.mistake, f"{said}; {words}")
     checking = f"that {function} {expected}" if expected else "what the exercise asks"
-    return AssertionError(f"{said}; the test was checking {checking}, and the error comes from your code "
-                          "(run this test cell in your notebook to see its traceback)")
+    return mistake(FUNCTION_RAISED,
+                   f"{said}; the test was checking {checking}, and the error comes from your code "
+                   "(run this test cell in your notebook to see its traceback)")
 
 
 def raise_if_raised(function: str, outcome: dict, **wording) -> None:
@@ -192,8 +215,9 @@ def run_student(function, collect: Callable, *args, **kwargs):
     """collect(function, *args, **kwargs) where `function` lives; its plain-data result, read here."""
     name = f"{collect.__module__}.{collect.__qualname__}"
     if not isinstance(function, StudentFunction) and not callable(function):
-        raise AssertionError(f"the check calls your function here, but that name holds a "
-                             f"{type(function).__name__}: {repr(function)[:80]}")
+        raise mistake("not_a_function",
+                      f"the check calls your function here, but that name holds a "
+                      f"{type(function).__name__}: {repr(function)[:80]}")
     tree, buffers = wire.encode([list(args), kwargs], objects=True)
     if isinstance(function, StudentFunction):
         result_tree, result_buffers = function.channel(name, function.name, tree, buffers)
@@ -201,10 +225,12 @@ def run_student(function, collect: Callable, *args, **kwargs):
         try:
             result_tree, result_buffers = serve(name, function, tree, buffers)
         except wire.WireError as error:   # what the student's function returned cannot travel
-            raise AssertionError(f"{getattr(function, '__name__', 'your function')} gave the check "
-                                 f"something it cannot read: {error}") from None
+            raise mistake("unreadable_value",
+                          f"{getattr(function, '__name__', 'your function')} gave the check "
+                          f"something it cannot read: {error}") from None
     try:
         return wire.decode(result_tree, result_buffers)
     except wire.WireError as error:   # the kernel's answer, as the grader received it
-        raise AssertionError(f"the kernel's answer for {getattr(function, '__name__', 'your function')} "
-                             f"could not be read: {error}") from None
+        raise mistake("unreadable_value",
+                      f"the kernel's answer for {getattr(function, '__name__', 'your function')} "
+                      f"could not be read: {error}") from None

@@ -23,9 +23,9 @@ import pytest
 from nbgrader.api import Gradebook
 from support import copy_course
 
+from course_tools.jobs.class_report import read_scores
 from course_tools.jobs.demo_class import DEMO_ROOT, load_demo_class, write_submissions
 from course_tools.jobs.grade_class import default_db_url, grade_class
-from course_tools.jobs.grade_demo_class import read_scores
 from course_tools.jobs.nbgrader_course import generate_release, open_course
 from course_tools.lessons import COURSE_ID
 

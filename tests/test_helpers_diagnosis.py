@@ -1,9 +1,13 @@
 """helpers.diagnosis: a failed check shows its message first; the student's own errors keep theirs."""
 
+import ast
+import re
+from pathlib import Path
+
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from helpers import diagnosis
+from helpers import diagnosis, remote
 
 
 class RecordingShell(InteractiveShell):
@@ -50,3 +54,164 @@ def test_nothing_is_installed_while_nbgrader_autogrades(shell, monkeypatch):
 
 def test_outside_ipython_it_does_nothing():
     assert not diagnosis.show_diagnoses_first()
+
+
+# ---------------------------------------------------------------------------------------------
+# Every failure a check raises carries the name of its mistake (diagnosis.mistake), so that the
+# class report groups a class's failures by mistake, never by their text.
+# ---------------------------------------------------------------------------------------------
+
+HELPERS = Path(__file__).resolve().parent.parent / "helpers"
+# The checks, and the collectors' modules: collect_precision.check_amp_calls judges on the check's side.
+CHECK_FILES = sorted([*HELPERS.glob("checks_*.py"), *HELPERS.glob("collect_*.py")])
+NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+# Where a check passes a mistake's name through a variable rather than writing it at the call:
+# (file, function, the argument as written). Each name is still written as a literal, where it is
+# chosen: test_the_name_tables_hold_names reads the tables, and the helpers that return a
+# (name, message) pair write both side by side.
+PASSED_THROUGH = {
+    # A cause chosen among several by a helper that returns (name, words): _gradient_diagnosis
+    # (its names as literals, or MISTAKE_NAMES), _diagnose_bottleneck, _schedule_problem,
+    # _training_hint, _saved_hint, _peak_hint (PEAK_MISTAKE_NAMES).
+    ("checks_accumulation.py", "_explain_wrong_updates", "name"),
+    ("checks_profiling.py", "check_find_bottleneck", "cause"),
+    ("checks_profiling.py", "check_find_bottleneck", "problem_name"),
+    ("checks_profiling.py", "check_find_bottleneck", "problem_name or 'shares_not_per_phase'"),
+    ("checks_memory.py", "check_training_bytes", "cause"),
+    ("checks_memory.py", "check_saved_bytes", "cause"),
+    ("checks_memory.py", "check_checkpointed_forward", "cause"),
+    # A cause set, as a literal, beside the words it explains, in the branches just above the raise.
+    ("checks_profiling.py", "check_compare_speed", "cause"),
+    # One of the three calls counted once per update, each with its own name in the loop's table.
+    ("collect_precision.py", "check_amp_calls", "wrong_count"),
+    # The same diagnosis in other words keeps the name the failure it rewords was given.
+    ("checks_accumulation.py", "_reworded", "name"),
+    # The one known mistake the student's prediction matches, by its MISTAKE_NAMES entry.
+    ("checks_batchnorm.py", "check_running_stats",
+     "MISTAKE_NAMES[matches[0]] if len(matches) == 1 else 'wrong_prediction'"),
+    ("checks_recompute.py", "check_block_forwards",
+     "MISTAKE_NAMES[named[0]] if len(named) == 1 else 'wrong_prediction'"),
+}
+
+# An assert that is the test's own precondition, not a diagnosis of the student's work.
+PRECONDITIONS = {("checks_memory.py", "check_plan_raises")}
+
+
+def _calls_in_functions(tree):
+    """(the innermost enclosing function's name, node) for every node of `tree`."""
+    def walk(node, function):
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+            yield inner, child
+            yield from walk(child, inner)
+
+    return walk(tree, "<module>")
+
+
+def _literal_names(node) -> list[str] | None:
+    """The names a literal (or a choice between literals) gives, else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.IfExp):
+        body, orelse = _literal_names(node.body), _literal_names(node.orelse)
+        return None if body is None or orelse is None else body + orelse
+    return None
+
+
+@pytest.mark.parametrize("path", CHECK_FILES, ids=lambda path: path.name)
+def test_a_check_raises_no_unnamed_assertion(path):
+    for function, node in _calls_in_functions(ast.parse(path.read_text())):
+        where = f"{path.name}:{getattr(node, 'lineno', '?')} in {function}"
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+            assert not (isinstance(node.exc.func, ast.Name) and node.exc.func.id == "AssertionError"), (
+                f"{where}: raise mistake(name, message) instead of AssertionError(message)")
+        if isinstance(node, ast.Assert) and node.msg is not None:
+            assert (path.name, function) in PRECONDITIONS, (
+                f"{where}: a diagnosis is `if not (cond): raise mistake(name, message)`, not an assert")
+
+
+@pytest.mark.parametrize("path", CHECK_FILES, ids=lambda path: path.name)
+def test_every_mistake_is_named_by_a_literal_name(path):
+    passed = set()
+    for function, node in _calls_in_functions(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        callee = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        if callee not in ("mistake", "Known"):
+            continue
+        where = f"{path.name}:{node.lineno} in {function}"
+        assert node.args, f"{where}: {callee}() without a name"
+        names = _literal_names(node.args[0])
+        if names is None:
+            source = ast.unparse(node.args[0])
+            assert callee == "mistake" and (path.name, function, source) in PASSED_THROUGH, (
+                f"{where}: {callee}({source}, ...): write the mistake's name as a string literal, or "
+                "document the variable in PASSED_THROUGH")
+            passed.add((path.name, function, source))
+        for name in names or ():
+            assert NAME.match(name), f"{where}: {name!r} is not a lower_snake_case name"
+    documented = {entry for entry in PASSED_THROUGH if entry[0] == path.name}
+    assert documented <= passed, f"PASSED_THROUGH documents calls that no longer exist: {documented - passed}"
+
+
+def test_the_name_tables_hold_names():
+    """The tables a check picks a mistake's name from: every entry a name, one for every mistake."""
+    from helpers import (
+        checks_accumulation,
+        checks_batchnorm,
+        checks_memory,
+        checks_precision,
+        checks_recompute,
+    )
+
+    tables = [(checks_accumulation.MISTAKE_NAMES, checks_accumulation.MISTAKE_MESSAGES),
+              (checks_batchnorm.MISTAKE_NAMES, checks_batchnorm.MISTAKES),
+              (checks_recompute.MISTAKE_NAMES, checks_recompute.MISTAKES),
+              (checks_memory.PEAK_MISTAKE_NAMES, checks_memory.PEAK_HINTS)]
+    for names, messages in tables:
+        assert names.keys() == messages.keys()
+        assert all(NAME.match(name) for name in names.values()), names
+    known = [*remote.COMMON_ERRORS, *checks_precision.CAST_FATE_ERRORS, *checks_precision.AUDIT_ERRORS,
+             *checks_precision.AMP_STEP_ERRORS, *checks_accumulation.TORCH_ERRORS]
+    assert all(isinstance(entry, remote.Known) and NAME.match(entry.mistake) for entry in known)
+
+
+def test_a_student_error_is_named_after_its_cause():
+    """remote.failure: a Known error by its own name, advice by its cause, else "function_raised"."""
+    known = (remote.Known("my_mistake", "special words", "the course's words"),)
+    error = remote.Raised("RuntimeError", "some special words here")
+    assert diagnosis.mistake_name(remote.failure("f", error, known=known)) == "my_mistake"
+    advised = remote.failure("f", error, advice="do this", cause="its_cause")
+    assert diagnosis.mistake_name(advised) == "its_cause" and str(advised).endswith("; do this")
+    common = remote.Raised("RuntimeError", "Trying to backward through the graph a second time")
+    assert diagnosis.mistake_name(remote.failure("f", common)) == "backward_twice"
+    unknown = remote.failure("f", remote.Raised("KeyError", "'x'"))
+    assert diagnosis.mistake_name(unknown) == remote.FUNCTION_RAISED
+    assert type(unknown) is AssertionError and str(unknown).startswith("f stopped with KeyError: 'x'; ")
+    pattern, words = known[0]          # a Known unpacks as the (pattern, words) pair it always was
+    assert (pattern, words) == ("special words", "the course's words")
+
+
+def test_what_cannot_be_called_or_read_is_named():
+    with pytest.raises(AssertionError) as raised:
+        remote.run_student(42, remote.plain_call)
+    assert diagnosis.mistake_name(raised.value) == "not_a_function"
+
+    def returns_a_generator():
+        return (i for i in range(3))
+
+    with pytest.raises(AssertionError) as raised:
+        remote.run_student(returns_a_generator, remote.plain_call)
+    assert diagnosis.mistake_name(raised.value) == "unreadable_value"
+
+
+def test_a_reworded_failure_keeps_its_name():
+    from helpers import checks_accumulation
+
+    with pytest.raises(AssertionError, match="^here: wrong$") as raised, checks_accumulation.prefixed("here"):
+        raise diagnosis.mistake("some_mistake", "wrong")
+    assert diagnosis.mistake_name(raised.value) == "some_mistake"
+    with pytest.raises(AssertionError, match="^here: plain$") as raised, checks_accumulation.prefixed("here"):
+        raise AssertionError("plain")
+    assert diagnosis.mistake_name(raised.value) is None

@@ -32,8 +32,8 @@ from nbgrader.api import Gradebook
 from support import CHROMIUM, CHROMIUM_ARGS, PAGE_TIMEOUT_MS, SCREENSHOTS, VIEWPORT, free_port, on_ci
 
 from course_tools.cells import hidden_test_lines, notebook_cells
+from course_tools.jobs.class_report import read_scores
 from course_tools.jobs.demo_class import build_notebook, load_demo_class
-from course_tools.jobs.grade_demo_class import read_scores
 from course_tools.lessons import COURSE_ID, REPO_ROOT
 
 pytestmark = pytest.mark.browser

@@ -30,8 +30,8 @@ from support import copy_course
 from traitlets.config import Config
 
 from course_tools.cells import hidden_test_lines, notebook_cells
+from course_tools.jobs.class_report import read_scores
 from course_tools.jobs.demo_class import DEMO_ROOT, build_notebook, parse_submission
-from course_tools.jobs.grade_demo_class import read_scores
 from course_tools.jobs.nbgrader_course import generate_release, load_config, require_success
 
 pytestmark = [

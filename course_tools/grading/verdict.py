@@ -32,7 +32,7 @@ from course_tools.grading.guard_channel import (
     restored_note,
 )
 from course_tools.grading.kernel_messages import MAX_NOTEBOOK_REPLY_BYTES, MAX_REPLY_BYTES
-from helpers.diagnosis import mistake_name
+from helpers.diagnosis import mistake, mistake_name
 
 
 class CallLost(BaseException):
@@ -175,8 +175,8 @@ class GraderSideTests:
                 raise CallLost("interrupted", interrupted=True)
             if reply.get("status") == "guard_error":
                 if reply.get("ename") == "WireError":
-                    raise AssertionError(f"{function} gave the check something it cannot read: "
-                                         f"{reply['evalue']}")
+                    raise mistake("unreadable_value", f"{function} gave the check something it cannot "
+                                                      f"read: {reply['evalue']}")
                 if reply.get("ename") == "NameError":
                     raise NameError(reply.get("evalue"))
                 raise CallLost(f"the kernel could not run the check: {reply.get('ename')}: "
