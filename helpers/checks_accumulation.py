@@ -230,9 +230,29 @@ def _gradient_diagnosis(candidate: GradDict, cycle: CycleReference, update: int,
         if compare(candidate, grads).close(rtol=RTOL, atol=ATOL):
             return MISTAKE_NAMES[kind], MISTAKE_MESSAGES[kind].format(update=update, k=accum_steps,
                                                                      n=cycle_size)
+    ratio = _scale_of(candidate, cycle.grads)
+    if ratio is not None and ratio > 0 and not near(ratio, 1.0, rtol=0.02) and compare(
+            candidate, {name: g * ratio for name, g in cycle.grads.items()}).close(rtol=RTOL, atol=ATOL):
+        return "cycle_weights_not_one", (
+            f"the gradient at update {update} points the right way but is {ratio:.3g} times the "
+            f"full-batch gradient of its cycle of {cycle_size} micro-batches: the weights of this "
+            "cycle's micro-batch losses add up to that, not 1. Weigh each micro-batch by its share "
+            "of the samples of its own cycle, counted anew for every cycle, the short last one included")
     return "wrong_gradient", (
         f"the gradient at update {update} differs from the full-batch gradient of its cycle "
         f"({result}): it should be the gradient of the mean loss over all samples of the cycle")
+
+
+def _scale_of(candidate: GradDict, reference: GradDict) -> float | None:
+    """The factor s that makes s * reference closest to candidate (least squares), or None."""
+    dot = norm = 0.0
+    for name, want in reference.items():
+        got = candidate.get(name)
+        if want is None or got is None or got.shape != want.shape:
+            return None
+        dot += float((got.double() * want.double()).sum())
+        norm += float((want.double() ** 2).sum())
+    return dot / norm if norm > 0 else None
 
 
 _NOT_GIVEN = object()

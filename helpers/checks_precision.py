@@ -171,9 +171,11 @@ def check_audit(report, expected: dict, model_label: str, first: dict | None = N
                       f"says {report[name]}")
 
 
-def check_audit_left_no_trace(trace: dict, params_before: GradDict) -> None:
+def check_audit_left_no_trace(trace: dict, params_before: GradDict, label: str = "the model",
+                              dtype: torch.dtype | None = None) -> None:
     """Assert that Exercise 2 removed every hook it attached (to the model's modules or parameters,
-    or for every module) and kept the parameters, from the collector's `audit_trace`."""
+    or for every module) and anything else it set on a module, and kept the parameters, from the
+    collector's `audit_trace`."""
     left, global_left = trace.get("module_hooks"), trace.get("global_hooks")
     if not (isinstance(left, list) and isinstance(global_left, list)):
         raise mistake("evidence_unreadable", "could not read which hooks your audit left on the model")
@@ -185,9 +187,27 @@ def check_audit_left_no_trace(trace: dict, params_before: GradDict) -> None:
         raise mistake("global_hooks_left",
                       f"remove the global {' and '.join(map(str, global_left))} before returning "
                       "(register_module_... hooks run for every module)")
+    added = trace.get("added", [])
+    if isinstance(added, list) and added:
+        raise mistake("attributes_left_on_model",
+                      f"for {label}, remove what your audit attached to the model before returning "
+                      f"({', '.join(map(str, added[:3]))}{' ...' if len(added) > 3 else ''}): the audit "
+                      "must leave the model as it found it")
     parameters = _same_tensors(trace.get("parameters"), params_before)
-    if parameters is None or compare(parameters, params_before).max_abs_error != 0:
-        raise mistake("parameters_changed", "the parameters changed")
+    if parameters is None:
+        raise mistake("evidence_unreadable", "could not read the model's parameters after your audit")
+    result = compare(parameters, params_before)
+    if result.max_abs_error == 0:
+        return
+    if dtype is not None and all(torch.equal(parameters[name], before.to(dtype).to(before.dtype))
+                                 for name, before in params_before.items() if before is not None):
+        raise mistake("parameters_rounded",
+                      f"for {label}, your audit rounded the parameters to {dtype} ({result}): casting "
+                      f"the model to {dtype} and back loses their low bits; autocast needs no cast, "
+                      "it picks each operation's dtype as the forward runs")
+    raise mistake("parameters_changed",
+                  f"for {label}, the parameters changed ({result}): the audit only watches a forward "
+                  "pass, so nothing may step, cast or edit the model's parameters")
 
 
 @dataclass
@@ -330,7 +350,7 @@ def check_autocast_audit(audit: Callable, model: nn.Module, x: torch.Tensor, dty
                           "run model(x) once")
     else:
         check_audit(report, reference(model, x, dtype), label)
-    check_audit_left_no_trace(outcome.get("trace") or {}, before)
+    check_audit_left_no_trace(outcome.get("trace") or {}, before, label, dtype)
     return report
 
 

@@ -192,10 +192,18 @@ PARAMETER_HOOKS = {"_backward_hooks": "gradient hooks on parameters",
                    "_post_accumulate_grad_hooks": "post-accumulate-grad hooks on parameters"}
 
 
-def audit_trace(model: nn.Module) -> dict:
+def module_attributes(model: nn.Module) -> dict[str, set[str]]:
+    """Each module's own attributes, buffers, parameters and submodules by name: what an audit
+    could attach to the model and leave there."""
+    return {name: set(vars(m)) | set(m._buffers) | set(m._parameters) | set(m._modules)
+            for name, m in model.named_modules()}
+
+
+def audit_trace(model: nn.Module, attributes_before: dict[str, set[str]] | None = None) -> dict:
     """What an audit may leave behind: the kinds of hooks still on the model's modules and
-    parameters ("module_hooks"), the kinds registered for every module ("global_hooks"), and the
-    parameters as they are now."""
+    parameters ("module_hooks"), the kinds registered for every module ("global_hooks"), the
+    attributes it added to a module ("added", against `attributes_before`), and the parameters as
+    they are now."""
     from torch.nn.modules import module as module_globals
 
     left = [name for attribute, name in MODULE_HOOKS.items()
@@ -204,7 +212,13 @@ def audit_trace(model: nn.Module) -> dict:
              if any(getattr(p, attribute, None) for p in model.parameters())]
     global_left = [name for attribute, name in MODULE_HOOKS.items()
                    if getattr(module_globals, "_global" + attribute, None)]
-    return {"module_hooks": left, "global_hooks": global_left, "parameters": param_snapshot(model)}
+    added = []
+    if attributes_before is not None:
+        for name, now in module_attributes(model).items():
+            new_keys = sorted(now - attributes_before.get(name, now))
+            added += [f"{name}.{key}" if name else key for key in new_keys]
+    return {"module_hooks": left, "global_hooks": global_left, "added": added[:20],
+            "parameters": param_snapshot(model)}
 
 
 @remote.collector
@@ -212,6 +226,7 @@ def collect_autocast_audit(audit, model: nn.Module, x: torch.Tensor, dtype: torc
     """audit(model, x, dtype): the report as it was returned (keys and values the check cannot read
     shown as their repr), how often a ReusedLeafModel ran, and what the audit left behind."""
     calls_before = model.calls if isinstance(model, ReusedLeafModel) else None
+    attributes_before = module_attributes(model)
     with stderr_on_stdout():
         outcome = remote.called(audit, model, x, dtype)
     # Read at once: a hook the audit left behind must not run into the report or the count.
@@ -223,7 +238,7 @@ def collect_autocast_audit(audit, model: nn.Module, x: torch.Tensor, dtype: torc
             outcome["returned"] = type(report).__name__
     if calls_before is not None:
         outcome["calls"] = model.calls - calls_before
-    outcome["trace"] = audit_trace(model)
+    outcome["trace"] = audit_trace(model, attributes_before)
     return outcome
 
 

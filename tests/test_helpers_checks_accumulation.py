@@ -401,8 +401,22 @@ def test_check_updates_other_gradient_and_final_params():
             optimizer.step()
 
     log, reference, sizes, _, _ = run(tripled, equal_batches())
-    with pytest.raises(AssertionError, match="differs from the full-batch gradient of its cycle"):
+    with pytest.raises(AssertionError, match="points the right way but is 3 times") as problem:
         check_updates(log, reference)
+    assert problem.value.mistake == "cycle_weights_not_one"
+
+    def with_weight_decay(model, optimizer, batches, accum_steps):
+        for cycle in cycles_of(batches, accum_steps):
+            optimizer.zero_grad()
+            for x, y in cycle:
+                decay = sum(p.pow(2).sum() for p in model.parameters())
+                ((F.cross_entropy(model(x), y) + 0.1 * decay) / accum_steps).backward()
+            optimizer.step()
+
+    log, reference, sizes, _, _ = run(with_weight_decay, equal_batches())
+    with pytest.raises(AssertionError, match="differs from the full-batch gradient of its cycle") as problem:
+        check_updates(log, reference)
+    assert problem.value.mistake == "wrong_gradient"
 
     log, reference, sizes, losses, model = run(correct_loop, equal_batches())
     with torch.no_grad():

@@ -20,6 +20,7 @@ from helpers.collect_precision import (
     build_optimizer,
     build_scaler,
     first_linear_dtypes,
+    module_attributes,
     optimizer_spec,
     scaler_spec,
 )
@@ -255,10 +256,25 @@ def test_check_audit_left_no_trace():
         model[0].weight.add_(1.0)
     with pytest.raises(AssertionError, match="the parameters changed"):
         checks_precision.check_audit_left_no_trace(audit_trace(model), before)
-    with pytest.raises(AssertionError, match="the parameters changed"):   # a trace that is no trace
+    with pytest.raises(AssertionError, match="could not read the model's parameters"):   # no trace
         checks_precision.check_audit_left_no_trace({"module_hooks": [], "global_hooks": []}, before)
     with pytest.raises(AssertionError, match="could not read which hooks"):
         checks_precision.check_audit_left_no_trace({"module_hooks": False, "global_hooks": False}, before)
+
+
+def test_an_audit_that_rounds_the_parameters_or_leaves_an_attribute_is_told_so():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    before = param_snapshot(model)
+    model.to(torch.bfloat16).to(torch.float32)
+    with pytest.raises(AssertionError, match="rounded the parameters to torch.bfloat16") as problem:
+        checks_precision.check_audit_left_no_trace(audit_trace(model), before, "a probe", torch.bfloat16)
+    assert problem.value.mistake == "parameters_rounded"
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    attributes = module_attributes(model)
+    model[1].seen = torch.float32
+    model.register_buffer("report", torch.zeros(1))
+    with pytest.raises(AssertionError, match=r"attached to the model before returning \(report, 1.seen\)"):
+        checks_precision.check_audit_left_no_trace(audit_trace(model, attributes), param_snapshot(model))
 
 
 @pytest.mark.parametrize(("attach", "says"), [

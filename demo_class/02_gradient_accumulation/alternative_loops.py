@@ -29,13 +29,13 @@ def train_accumulated_any_sizes(model, optimizer, loss_fn, micro_batches, accum_
         for p in model.parameters():
             p.grad = None
         n = sum(x.shape[0] for x, _ in cycle)
-        running = 0.0
+        running = 0
         for x, y in cycle:
             part = loss_fn(model(x), y) * x.shape[0] / n
             part.backward()
-            running += float(part)
+            running = running + part.detach()
         optimizer.step()
-        history.append(running)
+        history.append(float(running))
 
 
 # %% ex3_1_solution
