@@ -511,13 +511,23 @@ def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: i
             "effective_batch_changed",
             f"micro_batch {m} x accum_steps {k} = {m * k}, but the effective batch is {effective_batch}: "
             "fit the budget with more accumulation steps, never by shrinking the effective batch")
-    c = bool(c)
+    if type(c) is not bool:
+        raise mistake(
+            "checkpointing_not_bool",
+            f"checkpointing should be a bool, True or False, got {c!r} ({type(c).__name__}): the plan is "
+            "two ints and a bool")
     used = table(m, c)
     if not (used <= budget):
         raise mistake(
             "budget_exceeded",
             f"the plan {dict(result)} peaks at {used} bytes over forward and backward, over the budget "
             f"of {budget}")
+    if c and table(m, False) == budget:
+        raise mistake(
+            "budget_boundary_excluded",
+            f"{dict(result)} uses checkpointing, but micro-batch {m} fits without it: its plain peak "
+            f"({table(m, False)} bytes) is exactly the budget of {budget}, and a plan fits when "
+            "measure(m, c) <= budget_bytes, the budget itself included")
     if c and not (table(m, False) > budget):
         raise mistake(
             "needless_checkpointing",

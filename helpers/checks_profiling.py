@@ -172,6 +172,10 @@ def check_compare_speed(compare_speed: Callable, durations_a: Sequence[float],
                     / statistics.median(r["A"] for r in rounds)):
             hint = ": you divided the median times; take the median of each round's ratio instead"
             cause = "ratio_of_medians"
+        elif _close(got, statistics.median(r["A"] / r["B"] for r in rounds)):
+            hint = (": the ratio is time_b / time_a (below 1 means B is faster), you divided time_a by "
+                    "time_b")
+            cause = "ratio_inverted"
         raise mistake(cause,
                       f"ratio is {got:.9g}, but the median of the rounds' time_b / time_a is "
                       f"{median:.9g}{hint}")
@@ -358,16 +362,22 @@ def one_after_another(events: list[dict]) -> list[dict]:
     return events
 
 
-def _outermost(events: list[dict], phases) -> list[dict]:
+def _outermost(events: list[dict], phases, per_thread: bool = True) -> list[dict]:
     """The complete user_annotation events named after a phase that no other such event encloses on
-    the same thread (a label inside another is already in that one's time)."""
+    the same thread (a label inside another is already in that one's time). per_thread=False
+    decides nesting across the whole trace instead, as if every label ran on one thread: a mistake,
+    which the check works out to recognise it."""
     labels = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"
               and e.get("cat") == "user_annotation" and e.get("name") in phases
               and isinstance(e.get("dur"), int | float) and isinstance(e.get("ts"), int | float)]
-    labels.sort(key=lambda e: (str(e.get("pid")), str(e.get("tid")), e["ts"], -e["dur"]))
+
+    def thread_of(event: dict) -> tuple[str, str]:
+        return (str(event.get("pid")), str(event.get("tid"))) if per_thread else ("", "")
+
+    labels.sort(key=lambda e: (*thread_of(e), e["ts"], -e["dur"]))
     kept, open_until = [], {}
     for event in labels:
-        thread, end = (str(event.get("pid")), str(event.get("tid"))), event["ts"] + event["dur"]
+        thread, end = thread_of(event), event["ts"] + event["dur"]
         if thread in open_until and end <= open_until[thread]:
             continue
         kept.append(event)
@@ -436,6 +446,15 @@ def check_phase_shares(phase_shares: Callable, trace_path: Path, events: list[di
                       "label of the phases: its time is already in the outer one's, so add only the "
                       "labels that no other one encloses (same pid and tid, within its ts and "
                       "ts + dur)")
+    off = [phase for phase, share in want.items()
+           if not grads.near(float(got[phase]), share, atol=TRACE_SHARE_ATOL)]
+    across = _shares_nested_across_threads(events, want)
+    if off and across and all(grads.near(float(got[p]), across[p], atol=TRACE_SHARE_ATOL) for p in want):
+        raise mistake("nesting_across_threads",
+                      "labels nest only on the same pid and tid: a label on another thread that overlaps "
+                      "in time is not inside it, and both count. Your shares "
+                      f"{_rounded(got)} leave such a label out, the right ones are {_rounded(want)}: "
+                      "decide which label encloses which separately for each (pid, tid)")
     for phase, share in want.items():
         if not grads.near(float(got[phase]), share, atol=TRACE_SHARE_ATOL):
             raise mistake(
@@ -445,6 +464,22 @@ def check_phase_shares(phase_shares: Callable, trace_path: Path, events: list[di
                 "encloses, and divide by the sum over the phases")
     _check_none_raises(phase_shares, trace_path, events)
     return {phase: float(share) for phase, share in got.items()}
+
+
+def _shares_nested_across_threads(events: list[dict], want: Mapping[str, float]) -> dict[str, float] | None:
+    """The shares a function gets when it decides nesting across the whole trace instead of per
+    (pid, tid), if they differ from `want` (the trace has labels on two threads that overlap), else
+    None."""
+    totals = dict.fromkeys(want, 0.0)
+    for event in _outermost(events, totals, per_thread=False):
+        totals[event["name"]] += float(event["dur"])
+    whole = sum(totals.values())
+    if not whole > 0:
+        return None
+    across = {phase: total / whole for phase, total in totals.items()}
+    if all(grads.near(across[p], want[p], atol=TRACE_SHARE_ATOL) for p in want):
+        return None
+    return across
 
 
 def _check_none_raises(phase_shares: Callable, trace_path, events: list[dict]) -> None:
@@ -550,11 +585,12 @@ def check_fast_epoch(fast_epoch: Callable, dataset, model: torch.nn.Module, *,
                      batch_size: int, num_workers: int, log_every: int, lr: float = 0.05) -> str:
     """Run fast_epoch on a copy of `model` (SGD, lr) and assert Exercise 4: first the outcome,
     slow_epoch's final parameters and mean loss (a float; a wrong outcome is explained by the
-    DataLoader's batch_size and batches), then what only counting shows: a DataLoader with the
-    given num_workers (pin_memory on CUDA), host syncs only every log_every steps and at the end,
-    no graph in what is read. slow_epoch's outcome comes from reference_epoch, the lesson's
-    slow_epoch as published, run here on another copy: never the notebook's, which sits in a cell
-    the student can edit. Returns a one-line summary."""
+    DataLoader's batch_size, shuffle, drop_last and batches), then what only counting shows: a
+    DataLoader with the given num_workers (pin_memory on CUDA), host syncs only every log_every
+    steps and at the end, no graph in what is read, batches moved with non_blocking=True.
+    slow_epoch's outcome comes from reference_epoch, the lesson's slow_epoch as published, run here
+    on another copy: never the notebook's, which sits in a cell the student can edit. Returns a
+    one-line summary."""
     twin = grads.clone_model(model)
     reference_loss = reference_epoch(twin, dataset, batch_size, lr)
     steps = -(-len(dataset) // batch_size)
@@ -578,6 +614,16 @@ def check_fast_epoch(fast_epoch: Callable, dataset, model: torch.nn.Module, *,
                 raise mistake("batch_size_not_passed",
                               f"the DataLoader ran with batch_size={settings.get('batch_size')}: pass "
                               f"batch_size={batch_size} on")
+        if any(settings.get("shuffle") is True for settings in all_settings):
+            raise mistake("shuffled_batches",
+                          "the DataLoader shuffled (shuffle=True): slow_epoch takes the batches in the "
+                          "dataset's order, so yours held other samples, in another order, and the model "
+                          "ended elsewhere than slow_epoch's: leave shuffle off (False, the default)")
+        if any(settings.get("drop_last") is True for settings in all_settings):
+            raise mistake("dropped_last_batch",
+                          f"the DataLoader dropped the last, shorter batch (drop_last=True): slow_epoch "
+                          f"trains on it too ({steps} steps for {len(dataset)} samples in batches of "
+                          f"{batch_size}): leave drop_last off (False, the default)")
         if all_settings and batches != steps:
             raise mistake("not_every_batch_trained",
                           f"fast_epoch took {batches} batches from its DataLoader for {steps} "
@@ -639,6 +685,13 @@ def check_fast_epoch(fast_epoch: Callable, dataset, model: torch.nn.Module, *,
                       "the running total you read still carries the autograd graph: total += loss "
                       "keeps every step's graph alive (the PyTorch FAQ's memory leak); add "
                       "loss.detach()")
+    blocking = _count(syncs.get("blocking_batch_copies"))
+    if blocking:
+        raise mistake("blocking_copies",
+                      f"{blocking} of the {max(blocking, _count(syncs.get('batch_copies')))} copies of "
+                      "a batch to the model's device ran without non_blocking=True: move each batch "
+                      "with .to(device, non_blocking=True), so that a copy from pinned memory does not "
+                      "stop the host while it runs")
     return f"{steps} steps, {total_syncs} host syncs, num_workers={num_workers}"
 
 

@@ -268,7 +268,7 @@ def collect_fast_epoch(fast_epoch: Callable, model: torch.nn.Module, device: tor
     """fast_epoch(model, SGD(lr), dataset, batch_size=, num_workers=, log_every=) with the model on
     `device` (the wire brings every tensor to the CPU): the loss if it is a float ("value", else
     "returned": its type's name), the parameters afterwards, every DataLoader's settings and the
-    batches taken ("loaders"), and the host syncs counted ("syncs")."""
+    batches taken ("loaders"), and the host syncs and batch copies to the device counted ("syncs")."""
     model = model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     with stderr_on_stdout(), spies.record_loaders() as loaders, spies.record_host_syncs() as syncs:
@@ -283,4 +283,6 @@ def collect_fast_epoch(fast_epoch: Callable, model: torch.nn.Module, device: tor
     return {**outcome, "parameters": param_snapshot(model),
             "loaders": {"settings": [dict(settings) for settings in loaders.settings],
                         "batches": loaders.batches},
-            "syncs": {"counts": dict(syncs.counts), "reads_with_graph": syncs.reads_with_graph}}
+            "syncs": {"counts": dict(syncs.counts), "reads_with_graph": syncs.reads_with_graph,
+                      "batch_copies": syncs.batch_copies,
+                      "blocking_batch_copies": syncs.blocking_batch_copies}}

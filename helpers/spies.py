@@ -349,12 +349,15 @@ class LoaderLog:
 @contextlib.contextmanager
 def record_loaders(clock: Callable[[], float] | None = None) -> Iterator[LoaderLog]:
     """Record every torch.utils.data.DataLoader iterated while active, with the settings its
-    iterator runs with (num_workers, pin_memory, persistent_workers, prefetch_factor, batch_size),
-    read when iteration starts: a setting changed after the loader was built counts as it takes
-    effect. Also the seconds the consuming loop waited inside next() for a batch (the data stall,
-    as the training loop feels it)."""
+    iterator runs with (num_workers, pin_memory, persistent_workers, prefetch_factor, batch_size;
+    "shuffle": whether its sampler, or its batch sampler's, is a RandomSampler, as shuffle=True
+    makes it; "drop_last": whether it drops a last, shorter batch), read when iteration starts: a
+    setting changed after the loader was built counts as it takes effect. Also the seconds the
+    consuming loop waited inside next() for a batch (the data stall, as the training loop feels
+    it)."""
     import time
 
+    from torch.utils.data import RandomSampler
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
     clock = clock or time.perf_counter
@@ -367,9 +370,14 @@ def record_loaders(clock: Callable[[], float] | None = None) -> Iterator[LoaderL
         original_init(self, loader, *args, **kwargs)
         # The loader's own settings as iteration starts (the iterator's _pin_memory is already
         # False without an accelerator, where the lesson still judges what was asked for).
+        batch_sampler = getattr(loader, "batch_sampler", None)
+        samplers = (getattr(loader, "sampler", None), getattr(batch_sampler, "sampler", None))
         log.settings.append({"num_workers": loader.num_workers, "pin_memory": loader.pin_memory,
                              "persistent_workers": loader.persistent_workers,
-                             "prefetch_factor": loader.prefetch_factor, "batch_size": loader.batch_size})
+                             "prefetch_factor": loader.prefetch_factor, "batch_size": loader.batch_size,
+                             "shuffle": any(isinstance(sampler, RandomSampler) for sampler in samplers),
+                             "drop_last": bool(getattr(loader, "drop_last", False)
+                                               or getattr(batch_sampler, "drop_last", False) is True)})
 
     @functools.wraps(original_next)
     def next_batch(self):
@@ -396,10 +404,14 @@ def record_loaders(clock: Callable[[], float] | None = None) -> Iterator[LoaderL
 @dataclass
 class SyncLog:
     """Host syncs seen by record_host_syncs: {"item": 3, "float": 1, ...}, and how many of the
-    values read still carried an autograd graph (a running total built without .detach())."""
+    values read still carried an autograd graph (a running total built without .detach()). Also
+    the copies of host tensors of one or more dimensions (batches) to a device with .to(device,
+    ...): how many, and how many of them without non_blocking=True."""
 
     counts: dict[str, int] = field(default_factory=dict)
     reads_with_graph: int = 0
+    batch_copies: int = 0
+    blocking_batch_copies: int = 0
 
     @property
     def total(self) -> int:
@@ -427,6 +439,20 @@ def _is_host_copy(tensor: torch.Tensor, method: str, args, kwargs) -> bool:
     return tensor.device.type != "cpu" or tensor.dim() == 0
 
 
+def _batch_copy(tensor: torch.Tensor, args, kwargs) -> tuple[bool, bool]:
+    """For tensor.to(*args, **kwargs): (whether it copies a host batch, a tensor of one or more
+    dimensions, to a device named by the call; whether it asks for non_blocking=True). On a
+    CPU-only machine the device is the CPU too: the call is what the lesson asks for, whatever it
+    costs there."""
+    target = kwargs.get("device", args[0] if args else None)
+    named = isinstance(target, (str, torch.device)) or (type(target) is int and target >= 0)
+    if not (named and tensor.device.type == "cpu" and tensor.dim() >= 1):
+        return False, False
+    # to(device, dtype, non_blocking, copy): the first positional bool is non_blocking.
+    flags = [arg for arg in args[1:] if type(arg) is bool]
+    return True, kwargs.get("non_blocking", flags[0] if flags else False) is True
+
+
 def _reader_module(frame) -> str:
     """The module of the first frame outside torch's dispatch machinery: who asked for the read."""
     while frame is not None and frame.f_globals.get("__name__", "") in _DISPATCH_MODULES:
@@ -447,14 +473,18 @@ class _HostReadMode(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = _SYNC_NAMES.get(getattr(func, "__name__", ""))
+        # torch's own bookkeeping (DataLoader seeding its workers, GradScaler checking for inf,
+        # Module.to) and the course's spies read and move tensors; only the calls made by the code
+        # under test count.
         if (name is not None and args and isinstance(args[0], torch.Tensor)
-                and _is_host_copy(args[0], name, args[1:], kwargs)
-                # torch's own bookkeeping (DataLoader seeding its workers, GradScaler checking for
-                # inf) and the course's spies read host tensors; only the reads made by the code
-                # under test count.
                 and not _reader_module(sys._getframe(1)).startswith(("torch.", "helpers."))):
-            self.log.counts[name] += 1
-            self.log.reads_with_graph += bool(args[0].grad_fn is not None)
+            if _is_host_copy(args[0], name, args[1:], kwargs):
+                self.log.counts[name] += 1
+                self.log.reads_with_graph += bool(args[0].grad_fn is not None)
+            elif name == "to":
+                copied, non_blocking = _batch_copy(args[0], args[1:], kwargs)
+                self.log.batch_copies += copied
+                self.log.blocking_batch_copies += copied and not non_blocking
         return func(*args, **kwargs)
 
 
@@ -464,9 +494,10 @@ def record_host_syncs() -> Iterator[SyncLog]:
     float(t), int(t), .tolist(), .numpy(), bool(t) (an `if` on a tensor), printing or formatting a
     tensor, and .cpu() or .to("cpu") of a device tensor or of a 0-dim one (a loss read for logging).
     Each read counts once, not the calls torch makes inside it, and not the DataLoader's own
-    bookkeeping. Reads are seen at torch's dispatch (a TorchFunctionMode), on the thread that
-    entered the recording and on every thread `threading` starts meanwhile: a mode is per thread,
-    so each new thread enters one of its own as it begins."""
+    bookkeeping. The copies of batches to a device with .to(device, ...) are counted too, with
+    those made without non_blocking=True (see SyncLog). Reads are seen at torch's dispatch (a
+    TorchFunctionMode), on the thread that entered the recording and on every thread `threading`
+    starts meanwhile: a mode is per thread, so each new thread enters one of its own as it begins."""
     import threading
 
     log = SyncLog({name: 0 for name in _SYNC_METHODS})

@@ -121,8 +121,9 @@ class GradedDemoClass:
             assert scores.get(student) == result.total, f"grades.csv disagrees with the gradebook: {student}"
 
     @pytest.fixture(scope="class")
-    def class_report(self, graded, released_course):
-        page = write_report(released_course, self.assignment)
+    @classmethod
+    def class_report(cls, graded, released_course):
+        page = write_report(released_course, cls.assignment)
         return page, json.loads(page.with_suffix(".json").read_text())
 
     def test_class_report_adds_up_and_groups_each_mistake_by_name(self, graded, class_report):
@@ -158,7 +159,7 @@ class GradedDemoClass:
         assert "<script" not in text.lower()
         page = browser.new_page()
         errors = []
-        page.on("pageerror", errors.append)
+        page.on("pageerror", lambda error: errors.append(error))
         try:
             page.goto(page_path.as_uri())
             assert page.locator("h2").count() == len(report["exercises"]) + 1

@@ -440,6 +440,31 @@ def test_check_plan_names_the_mistake(wrong, batch, budget, says):
     assert says in str(caught.value)
 
 
+def strictly_below(effective_batch, budget_bytes, measure):
+    """Turns down a plan whose peak is exactly the budget: measure(m, c) < budget_bytes."""
+    return plan_micro_batches(effective_batch, budget_bytes - 1, measure)
+
+
+def test_a_plain_peak_of_exactly_the_budget_turned_down_for_checkpointing_is_named():
+    """32 plain peaks at exactly the budget, so `<` takes 32 checkpointed instead (below it)."""
+    assert MEASURE(32, True) < MEASURE(32, False)
+    with pytest.raises(AssertionError) as caught:
+        cm.check_plan(strictly_below, PLAN_MODEL, 32, MEASURE(32, False))
+    assert caught.value.mistake == "budget_boundary_excluded"
+    assert f"({MEASURE(32, False)} bytes) is exactly the budget" in str(caught.value)
+    assert "measure(m, c) <= budget_bytes" in str(caught.value)
+
+
+@pytest.mark.parametrize("checkpointing", [0, 1, None, "False"])
+def test_checkpointing_must_be_a_bool(checkpointing):
+    def not_a_bool(effective_batch, budget_bytes, measure):
+        return {**plan_micro_batches(effective_batch, budget_bytes, measure), "checkpointing": checkpointing}
+
+    with pytest.raises(AssertionError, match="checkpointing should be a bool") as caught:
+        cm.check_plan(not_a_bool, PLAN_MODEL, 12, MEASURE(4, False))
+    assert caught.value.mistake == "checkpointing_not_bool"
+
+
 def test_check_plan_raises_wants_a_value_error():
     cm.check_plan_raises(plan_micro_batches, PLAN_MODEL, 12, 10)
     with pytest.raises(AssertionError, match="nothing fits: raise ValueError"):

@@ -130,6 +130,17 @@ def test_compare_speed_zero_interval_named_only_when_it_is_the_cause():
     assert "ZeroDivisionError" in str(failure.value) and "no step between" not in str(failure.value)
 
 
+def test_compare_speed_inverted_ratio_named():
+    """time_a / time_b, the speed-up, where the spec asks for time_b / time_a."""
+    def speedup(step_a, step_b, sync, clock, repeats, warmup):
+        result = compare_speed(step_a, step_b, sync, clock, repeats=repeats, warmup=warmup)
+        return {"ratio": 1 / result["ratio"], "low": 1 / result["high"], "high": 1 / result["low"]}
+
+    with pytest.raises(AssertionError, match="you divided time_a by time_b") as failure:
+        check_ex1(speedup)
+    assert failure.value.mistake == "ratio_inverted"
+
+
 def test_compare_speed_stderr_goes_to_stdout(capsys):
     check_ex1(lambda *a, **k: compare_speed(*a, **k, noisy=True))
     captured = capsys.readouterr()
@@ -339,16 +350,18 @@ def test_phase_shares_value_error_on_a_good_trace_fails(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 def fast_epoch(model, optimizer, dataset, batch_size=16, num_workers=4, log_every=50, *,
-               sync_every_step=False, log=True, pin=None, noisy=False):
+               sync_every_step=False, log=True, pin=None, noisy=False, shuffle=False, drop_last=False,
+               non_blocking=True):
     if noisy:
         _noisy()
     where = next(model.parameters()).device
-    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
-                        pin_memory=where.type == "cuda" if pin is None else pin)
+    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, shuffle=shuffle,
+                        drop_last=drop_last, pin_memory=where.type == "cuda" if pin is None else pin)
     total, steps = torch.zeros((), device=where), 0
     for x, y in loader:
         optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x.to(where, non_blocking=True)), y.to(where, non_blocking=True))
+        loss = F.cross_entropy(model(x.to(where, non_blocking=non_blocking)),
+                               y.to(where, non_blocking=non_blocking))
         loss.backward()
         optimizer.step()
         total += loss.item() if sync_every_step else loss.detach()
@@ -377,6 +390,42 @@ def test_fast_epoch_correct_passes(capsys):
 def test_fast_epoch_mistakes_named(mistake, phrase):
     with pytest.raises(AssertionError, match=phrase):
         check_ex4(lambda *a, **k: fast_epoch(*a, **k, **mistake))
+
+
+@pytest.mark.parametrize(("mistake", "name", "phrase"), [
+    ({"shuffle": True}, "shuffled_batches", r"the DataLoader shuffled \(shuffle=True\)"),
+    ({"drop_last": True}, "dropped_last_batch", r"dropped the last, shorter batch \(drop_last=True\)"),
+])
+def test_fast_epoch_loader_that_changes_the_batches_is_named(mistake, name, phrase):
+    """100 samples in batches of 16: the last batch holds 4, which drop_last=True leaves out."""
+    with pytest.raises(AssertionError, match=phrase) as failure:
+        cp.check_fast_epoch(lambda *a, **k: fast_epoch(*a, **k, **mistake),
+                            data.SlowDataset(100, 8, num_classes=3, delay_s=0.0, seed=1),
+                            models.MLP(8, 16, 3, seed=2), batch_size=16, num_workers=0, log_every=2)
+    assert failure.value.mistake == name
+
+
+def test_fast_epoch_blocking_copies_are_named():
+    with pytest.raises(AssertionError, match="12 of the 12 copies of a batch") as failure:
+        check_ex4(lambda *a, **k: fast_epoch(*a, **k, non_blocking=False))
+    assert failure.value.mistake == "blocking_copies"
+
+    def moves_by_keyword(model, optimizer, dataset, batch_size=16, num_workers=4, log_every=50):
+        where = next(model.parameters()).device
+        total, steps = torch.zeros((), device=where), 0
+        for x, y in DataLoader(dataset, batch_size=batch_size, num_workers=num_workers):
+            optimizer.zero_grad(set_to_none=True)
+            x = x.to(device=where, dtype=torch.float32, non_blocking=True)
+            loss = F.cross_entropy(model(x), y.to(where, None, True))
+            loss.backward()
+            optimizer.step()
+            total += loss.detach()
+            steps += 1
+            if steps % log_every == 0:
+                print(f"step {steps}: {total.item() / steps:.4f}")
+        return total.item() / steps
+
+    check_ex4(moves_by_keyword)
 
 
 def test_fast_epoch_num_workers_and_batch_size_passed_on():
@@ -645,6 +694,47 @@ def test_labels_inside_another_label_of_the_phases_are_left_out(tmp_path):
             raise ValueError("none of the phases") from None
 
     assert cp.check_phase_shares(outermost_only, tmp_path / "trace.json", NESTED, want) == pytest.approx(want)
+
+
+def nested_across_threads(trace_path, phases):
+    """Leaves nested labels out, but decides nesting over the whole trace, not per (pid, tid)."""
+    events = json.loads(Path(trace_path).read_text())["traceEvents"]
+    labels = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+                     and e.get("name") in phases), key=lambda e: (e["ts"], -e["dur"]))
+    totals, counted_until = dict.fromkeys(phases, 0.0), float("-inf")
+    for event in labels:
+        if event["ts"] + event["dur"] <= counted_until:
+            continue
+        totals[event["name"]] += event["dur"]
+        counted_until = event["ts"] + event["dur"]
+    whole = sum(totals.values())
+    if not whole:
+        raise ValueError("none of the phases")
+    return {phase: total / whole for phase, total in totals.items()}
+
+
+def test_nesting_decided_across_threads_is_named(tmp_path):
+    threads = [E("forward", 500, ts=0, tid=1), E("data", 300, ts=100, tid=2)]
+    want = {"forward": 500 / 800, "data": 300 / 800}
+    assert cp.labelled_shares(threads, list(want)) == pytest.approx(want)
+    with pytest.raises(AssertionError, match="labels nest only on the same pid and tid") as failure:
+        cp.check_phase_shares(nested_across_threads, tmp_path / "trace.json", threads, want)
+    assert failure.value.mistake == "nesting_across_threads"
+    # On one thread it is right, and a wrong answer there is not blamed on threads.
+    one_thread = [E("forward", 400, ts=0), E("data", 100, ts=50), E("backward", 200, ts=400)]
+    assert cp.check_phase_shares(nested_across_threads, tmp_path / "trace.json", one_thread,
+                                 {"forward": 400 / 600, "data": 0.0, "backward": 200 / 600})
+    with pytest.raises(AssertionError) as failure:
+        cp.check_phase_shares(phase_shares, tmp_path / "trace.json", NESTED,
+                              {"data": 600 / 1200, "forward": 400 / 1200, "backward": 200 / 1200})
+    assert failure.value.mistake == "wrong_shares"
+
+
+def test_outermost_per_thread_switch():
+    across = cp._outermost(NESTED, {"data", "forward", "backward"}, per_thread=False)
+    per_thread = cp._outermost(NESTED, {"data", "forward", "backward"})
+    assert [e["dur"] for e in per_thread if e.get("tid") == 2] == [300]
+    assert not [e for e in across if e.get("tid") == 2]
 
 
 def test_one_after_another_lays_events_end_to_end():

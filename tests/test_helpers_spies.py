@@ -237,7 +237,8 @@ def test_record_loaders_sees_settings_and_waits():
         batches = list(DataLoader(dataset, batch_size=4, num_workers=0))
     assert len(batches) == 3
     assert log.settings == [{"num_workers": 0, "pin_memory": False, "persistent_workers": False,
-                             "prefetch_factor": None, "batch_size": 4}]
+                             "prefetch_factor": None, "batch_size": 4, "shuffle": False,
+                             "drop_last": False}]
     # Three batches and the final StopIteration, one fake second each.
     assert log.batches == 3 and log.wait_s == 4.0
     assert DataLoader.__init__.__qualname__ == "DataLoader.__init__"
@@ -348,3 +349,42 @@ def test_record_host_syncs_counts_reads_on_threads_started_meanwhile():
     after.start()
     after.join()
     assert log.counts["item"] == 4
+
+
+def test_record_loaders_sees_shuffle_and_drop_last():
+    """shuffle=True makes the loader's sampler a RandomSampler; a batch sampler's own sampler and
+    drop_last count as the loader's."""
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler, TensorDataset
+
+    from helpers.spies import record_loaders
+
+    dataset = TensorDataset(torch.arange(10.0))
+    with record_loaders() as log:
+        list(DataLoader(dataset, batch_size=4, shuffle=True))
+        list(DataLoader(dataset, batch_size=4, drop_last=True))
+        list(DataLoader(dataset, batch_sampler=BatchSampler(RandomSampler(dataset), 4, drop_last=True)))
+        list(DataLoader(dataset, batch_sampler=BatchSampler(SequentialSampler(dataset), 4, drop_last=False)))
+    assert [(s["shuffle"], s["drop_last"]) for s in log.settings] == [
+        (True, False), (False, True), (True, True), (False, False)]
+
+
+def test_record_host_syncs_counts_batch_copies_and_the_blocking_ones():
+    """.to(device, ...) of a host batch (one or more dimensions) is a batch copy, blocking unless
+    non_blocking=True, given by keyword or as to(device, dtype, non_blocking)'s first bool."""
+    from helpers.spies import record_host_syncs
+
+    batch, loss = torch.ones(4, 3), torch.tensor(2.0)
+    with record_host_syncs() as syncs:
+        batch.to("cpu", non_blocking=True)
+        batch.to(device=torch.device("cpu"), non_blocking=True)
+        batch.to(torch.device("cpu"), torch.float64, True)
+        batch.to("cpu")                                  # blocking
+        batch.to(torch.device("cpu"), non_blocking=False)  # blocking
+        batch.to(torch.float64)                          # a dtype change: no copy to a device
+        loss.to("cpu")                                   # a 0-dim read: a host sync, no batch
+    assert syncs.batch_copies == 5 and syncs.blocking_batch_copies == 2
+    assert syncs.counts["to"] == 1 and syncs.total == 1
+    # torch's own moves (Module.to) are not the code under test's.
+    with record_host_syncs() as fresh:
+        torch.nn.Linear(3, 2).to("cpu")
+    assert fresh.batch_copies == 0

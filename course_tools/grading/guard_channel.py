@@ -1,8 +1,10 @@
 """The grader's side of the kernel guard (course_tools.grading.kernel_guard): how GuardedExecute runs cells.
 
-Test cells never go through IPython: their release source travels to the guard in a kernel message
-of its own (`course_guard_request`) with a nonce, the guard runs it on the grader's objects and
-answers on the shell channel. A missing, failed or forged answer fails the test with "could not
+Test cells never reach the kernel: the grader runs them in its own process (verdict.py). What
+a test needs from the student's notebook travels as a request in a kernel message of the guard's
+own (`course_guard_request`, with a nonce): `describe` the names the test reads, or `call` one of
+the student's functions through a collector, with plain data in and plain data out. The guard
+answers on the shell channel; a missing, failed or forged answer fails the test with "could not
 establish this test's integrity". Read-only cells that are not tests (the setup cell) run through
 IPython after the guard has put the interpreter's hooks back, and the guard remembers what they
 bound. `GuardChannel` holds that conversation for one executor (execute.py's GuardedExecute), over
