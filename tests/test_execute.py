@@ -6,7 +6,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from course_tools.grading.cell_order import RestoreCellOrder
 from course_tools.grading.execute import KERNEL_START, GuardedExecute
-from course_tools.grading.guard_channel import DIED, OUT_OF_TIME, TIMED_OUT
+from course_tools.grading.outcomes import DIED, OUT_OF_TIME, TIMED_OUT
 from course_tools.lessons import REPO_ROOT
 
 REPO_HELPERS = REPO_ROOT / "helpers"

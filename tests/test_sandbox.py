@@ -562,7 +562,7 @@ def test_a_kernel_killed_for_memory_is_replaced_and_its_cgroup_removed(tmp_path,
     from nbformat.v4 import new_code_cell, new_notebook
 
     from course_tools.grading.execute import GuardedExecute
-    from course_tools.grading.guard_channel import DIED
+    from course_tools.grading.outcomes import DIED
 
     config = Config()
     config.SandboxedKernelManager.memory_limit_bytes = 512 * MB

@@ -7,7 +7,7 @@ import json
 from nbformat.v4 import new_code_cell, new_notebook
 
 from course_tools.grading.execute import GuardedExecute
-from course_tools.grading.guard_channel import DIED, TIMED_OUT
+from course_tools.grading.outcomes import DIED, TIMED_OUT
 
 
 def graded(grade_id, source, **flags):

@@ -38,25 +38,22 @@ from traitlets import Bool, Dict, Integer, Unicode, default
 from course_tools.cells import DIAGNOSIS_KEY, grade_id, is_read_only, is_test
 from course_tools.grading.cell_order import release_notebook
 from course_tools.grading.demonstrations import SKIP_TAG, skipped_at_grading
-from course_tools.grading.guard_channel import (
+from course_tools.grading.guard_channel import BudgetSpent, GuardChannel, KernelLost, bound_names
+from course_tools.grading.kernel_messages import CheckedSession
+from course_tools.grading.kernel_output import KernelOutputRelay
+from course_tools.grading.outcomes import (
     DIED,
     OUT_OF_TIME,
     TIMED_OUT,
-    BudgetSpent,
-    GuardChannel,
-    KernelLost,
-    bound_names,
+    UNVERIFIED,
     error_output,
     integrity_error,
     note_output,
 )
-from course_tools.grading.kernel_messages import CheckedSession
-from course_tools.grading.kernel_output import KernelOutputRelay
 from course_tools.grading.sandbox import SandboxedKernelManager, grading_sandbox
 from course_tools.grading.verdict import GraderSideTests
 from helpers.variants import SECRET_ENVIRONMENT, grading_student
 
-UNVERIFIED = "UnverifiedKernelMessage"
 # The row of the cell-times file that counts a kernel's start (sandbox, Python, ipykernel, guard).
 KERNEL_START = "(kernel start)"
 SKIPPED_NOTE = ("(not run while grading: a demonstration that no test reads; its output is in your own "

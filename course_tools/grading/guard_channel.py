@@ -25,10 +25,6 @@ from nbformat.notebooknode import NotebookNode
 
 from course_tools.grading import kernel_guard
 
-DIED = "KernelDied"
-TIMED_OUT = "CellTimeoutError"
-TAMPERED = "TamperingDetected"
-OUT_OF_TIME = "OutOfTime"
 REPLY_GRACE_SECONDS = 2
 
 
@@ -62,26 +58,6 @@ def loaded_names(source: str) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def error_output(name: str, message: str) -> NotebookNode:
-    return NotebookNode(output_type="error", ename=name, evalue=message, traceback=[f"{name}: {message}"])
-
-
-def note_output(text: str) -> NotebookNode:
-    return NotebookNode(output_type="stream", name="stdout", text=text)
-
-
-def restored_note(undone: list[str], shown: int = 8, name_chars: int = 80) -> str:
-    """What a test cell's feedback says when the guard put back what a cell had replaced: at most
-    `shown` names of at most `name_chars` characters each (the names are the kernel's to choose)."""
-    def short(name: str) -> str:
-        return name if len(name) <= name_chars else name[:name_chars] + "..."
-
-    names = ", ".join(short(name) for name in undone[:shown]) + (
-        f" and {len(undone) - shown} more" if len(undone) > shown else "")
-    return (f"The grader restored what the notebook's code had replaced before this test ran: {names}. "
-            "Tests run with the real functions.\n")
-
-
 class KernelLost(Exception):
     def __init__(self, index: int, reason: str):
         super().__init__(reason)
@@ -93,11 +69,6 @@ class BudgetSpent(Exception):
     def __init__(self, index: int):
         super().__init__(index)
         self.index = index
-
-
-def integrity_error(what: str) -> NotebookNode:
-    return error_output(TAMPERED, f"the grader could not establish this test's integrity ({what}): the "
-                        "notebook's code interfered with the grader, so the test does not count.")
 
 
 class GuardChannel:

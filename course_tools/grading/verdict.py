@@ -21,17 +21,9 @@ import tempfile
 from IPython.core.inputtransformer2 import TransformerManager
 
 from course_tools.cells import DIAGNOSIS_KEY, is_read_only, is_test
-from course_tools.grading.guard_channel import (
-    TIMED_OUT,
-    KernelLost,
-    bound_names,
-    error_output,
-    integrity_error,
-    loaded_names,
-    note_output,
-    restored_note,
-)
+from course_tools.grading.guard_channel import KernelLost, bound_names, loaded_names
 from course_tools.grading.kernel_messages import MAX_NOTEBOOK_REPLY_BYTES, MAX_REPLY_BYTES
+from course_tools.grading.outcomes import TIMED_OUT, error_output, integrity_error, note_output, restored_note
 from helpers.diagnosis import mistake, mistake_name
 
 

@@ -37,8 +37,7 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from course_tools.cells import grade_id, is_solution, is_test, recorded_diagnosis
-from course_tools.grading.execute import UNVERIFIED
-from course_tools.grading.guard_channel import DIED, OUT_OF_TIME, TAMPERED, TIMED_OUT
+from course_tools.grading.outcomes import DIED, OUT_OF_TIME, TAMPERED, TIMED_OUT, UNVERIFIED
 from course_tools.jobs.nbgrader_course import open_course
 from course_tools.lessons import REPO_ROOT, assignment_ids
 
