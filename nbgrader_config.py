@@ -19,13 +19,9 @@ from nbgrader.preprocessors import (
 from course_tools.grading.active_content import NeutraliseActiveContent
 from course_tools.grading.cell_order import OverwriteCells, RestoreCellOrder
 from course_tools.grading.execute import GuardedExecute
-from course_tools.grading.feedback import (
-    ConciseErrors,
-    RedactHiddenTests,
-    clean_graded_folder,
-    keep_only_feedback_pages,
-)
+from course_tools.grading.feedback import ConciseErrors, RedactHiddenTests, keep_only_feedback_pages
 from course_tools.grading.feedback_page import FeedbackPageExporter
+from course_tools.grading.graded_folder import clean_graded_folder
 from course_tools.grading.intake import IntakeNotes, SubmissionIntake
 from course_tools.grading.nbgrader_setenv import mend_nbgrader_setenv
 from course_tools.lessons import CELL_TIMEOUT_S, COURSE_ID

@@ -14,13 +14,8 @@ from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions, Execute, Ig
 from course_tools.grading import cell_order
 from course_tools.grading.active_content import NeutraliseActiveContent
 from course_tools.grading.execute import GuardedExecute
-from course_tools.grading.feedback import (
-    REDACTED,
-    ConciseErrors,
-    RedactHiddenTests,
-    clean_graded_folder,
-    keep_only_feedback_pages,
-)
+from course_tools.grading.feedback import REDACTED, ConciseErrors, RedactHiddenTests, keep_only_feedback_pages
+from course_tools.grading.graded_folder import clean_graded_folder
 from course_tools.grading.intake import IntakeNotes, SubmissionIntake
 from course_tools.jobs.nbgrader_course import load_config
 from course_tools.lessons import COURSE_ID, REPO_ROOT

@@ -26,16 +26,8 @@ from tornado.web import StaticFileHandler
 from traitlets.log import get_logger
 
 from course_tools.grading import intake
-from course_tools.grading.feedback import (
-    INERT_TYPES,
-    LOGGED_RENAMES,
-    REDACTED,
-    RedactHiddenTests,
-    clean_graded_folder,
-    keep_only_feedback_pages,
-    redact_text,
-    served_type,
-)
+from course_tools.grading.feedback import REDACTED, RedactHiddenTests, keep_only_feedback_pages, redact_text
+from course_tools.grading.graded_folder import INERT_TYPES, LOGGED_RENAMES, clean_graded_folder, served_type
 from course_tools.grading.intake import (
     PLACEHOLDER_KEY,
     IntakeNotes,
