@@ -4,7 +4,7 @@ Validate corpus (tests/test_validate_corpus.py).
 The corpus runs nbgrader's Validator, as the Validate button does, on about 55 submissions. A
 kernel started afresh spends about 3 s of CPU on Python, ipykernel, torch and matplotlib before the
 notebook's first cell, and the suite is bound by its two cores. Grading forks its kernels from such
-a template inside the sandbox (course_tools/grading/zygote.py); Validate runs unsandboxed, with
+a template inside the sandbox (course_tools/grading/kernel_template.py); Validate runs unsandboxed, with
 the checks in the kernel, so the corpus gets a template of its own: one process per pytest worker
 that imports those modules once and forks a kernel for each Validate, with exactly the command
 line, environment and working folder the Validator asked for. Only the imports are shared: each
@@ -74,7 +74,7 @@ START_SECONDS = 120
 FORK_SECONDS = 30
 
 
-class KernelTemplate:
+class UnsandboxedTemplate:
     def __init__(self):
         self.lock = threading.Lock()
         self.process = subprocess.Popen([sys.executable, "-c", TEMPLATE], stdin=subprocess.PIPE,
@@ -101,7 +101,7 @@ class KernelTemplate:
         self.process.wait(timeout=30)
 
 
-_template: KernelTemplate | None = None
+_template: UnsandboxedTemplate | None = None
 _template_lock = threading.Lock()
 _sockets: str | None = None
 
@@ -116,12 +116,12 @@ def sockets_folder() -> str:
         return _sockets
 
 
-def kernel_template() -> KernelTemplate:
+def unsandboxed_template() -> UnsandboxedTemplate:
     """This process's template, started on first use; it ends when this process closes its input."""
     global _template
     with _template_lock:
         if _template is None or _template.process.poll() is not None:
-            _template = KernelTemplate()
+            _template = UnsandboxedTemplate()
             atexit.register(_template.close)
         return _template
 
@@ -181,7 +181,7 @@ class ForkedKernelManager(AsyncKernelManager):
         this_python = os.path.realpath(kernel_cmd[0]) == os.path.realpath(sys.executable)
         if kernel_cmd[1:3] != ["-m", "ipykernel_launcher"] or not this_python:
             return await super()._async_launch_kernel(kernel_cmd, **kw)
-        template = kernel_template()
+        template = unsandboxed_template()
         env = dict(kw.get("env") or os.environ)
         # ipykernel ends when this process goes, as a kernel started by jupyter_client does.
         env["JPY_PARENT_PID"] = str(template.process.pid)

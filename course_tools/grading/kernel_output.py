@@ -6,7 +6,7 @@ started with. If that were the grader's stderr, a kernel could write megabytes i
 log, or terminal escape sequences that retitle or clear the teacher's terminal. So a kernel starts
 with a `KernelOutputRelay` as its stdout and stderr: a pipe whose first bytes (bubblewrap's or
 Python's message when a kernel cannot start) reach the grader's log with every control character
-replaced, and whose rest is read and dropped. A kernel forked from the template (zygote_program)
+replaced, and whose rest is read and dropped. A kernel forked from the template (kernel_template_program)
 gets /dev/null instead.
 """
 

@@ -81,6 +81,12 @@ from pathlib import Path
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, default
 
+from course_tools.grading.kernel_template import (
+    KernelTemplate,
+    TemplateFailed,
+    kernel_template,
+    wait_for_holder,
+)
 from course_tools.grading.memory_cgroups import KernelMemoryCgroup, memory_cgroups
 from course_tools.grading.sandbox_command import (
     IPC_PREFIX,
@@ -97,7 +103,6 @@ from course_tools.grading.sandbox_command import (
     sandbox_environment,
     sandboxed_command,
 )
-from course_tools.grading.zygote import KernelTemplate, TemplateFailed, kernel_template, wait_for_holder
 from course_tools.units import MB
 
 SETTINGS = ("auto", "off", "required")
@@ -235,7 +240,8 @@ class SandboxedKernelManager(AsyncKernelManager):
     startup_seconds = Integer(60, help="how long bubblewrap may take to set the sandbox up").tag(config=True)
     kernel_template = Bool(True, help=(
         "with a root grader, fork each kernel from a template that has imported torch, ipykernel and "
-        "matplotlib (course_tools/grading/zygote.py); False starts every kernel afresh")).tag(config=True)
+        "matplotlib (course_tools/grading/kernel_template.py); False starts every kernel afresh")
+    ).tag(config=True)
 
     # The memory cgroup of the running kernel, while there is one.
     memory_cgroup: KernelMemoryCgroup | None = None

@@ -339,7 +339,8 @@ def sandboxed_command(command: list[str], workdir: str, connection_file: str, me
 
     With `holder_ready_fd`, the sandbox's process does not start the kernel: once the sandbox is
     ready it writes a line to that fd and waits, under the same user and limits, for a kernel
-    forked from the template to join it (course_tools/grading/zygote.py); it ends when that kernel ends.
+    forked from the template to join it (course_tools/grading/kernel_template.py); it ends when that
+    kernel ends.
     """
     workdir_bytes = folder_bytes(workdir) + disk_bytes
     data_bytes = kernel_data_bytes(memory_bytes, workdir_bytes, tmp_bytes, shm_bytes)

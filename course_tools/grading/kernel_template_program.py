@@ -1,5 +1,5 @@
 """The kernel template: a Python that has imported what every graded kernel imports, and that starts
-each kernel by forking into a sandbox bubblewrap has already made (course_tools/grading/zygote.py).
+each kernel by forking into a sandbox bubblewrap has already made (course_tools/grading/kernel_template.py).
 
 The grader runs this file's text with the kernel's own interpreter (`python -c`), as root, in the
 environment a sandboxed kernel gets, from an empty folder. It imports torch, ipykernel and

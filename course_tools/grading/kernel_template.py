@@ -2,7 +2,7 @@
 
 Importing those takes most of a graded kernel's start (about 1.5 s of CPU of every submission, on a
 grade of 3 to 4 s). With a root grader, each grading process starts one template
-(`zygote_program.py`, run with the kernel's own Python) and every kernel of that process is forked
+(`kernel_template_program.py`, run with the kernel's own Python) and every kernel of that process is forked
 from it, inside a sandbox that bubblewrap has made exactly as for a kernel started afresh: the
 sandbox's first process waits there (the "holder"), and the forked kernel enters its namespaces,
 its root and working folder, takes its environment, drops to the kernel's user without
@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-PROGRAM = Path(__file__).with_name("zygote_program.py")
+PROGRAM = Path(__file__).with_name("kernel_template_program.py")
 START_SECONDS = 120
 SPAWN_SECONDS = 60
 
