@@ -15,7 +15,7 @@ REPO_HELPERS = REPO_ROOT / "helpers"
 def run(cells, tmp_path, **options):
     notebook = new_notebook(cells=[new_code_cell(source) for source in cells])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    executor = GuardedExecute(guard=False, kernel_name="python3", **options)
+    executor = GuardedExecute(tests_in_grader=False, kernel_name="python3", **options)
     executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(tmp_path)}})
     return executed.cells
 
@@ -141,7 +141,7 @@ def guarded_run(cells, tmp_path, **options):
             made.append(graded(kind, source, grade=True, locked=True, points=1))
     notebook = new_notebook(cells=made)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    executor = GuardedExecute(guard=True, sandbox="off", kernel_name="python3", **options)
+    executor = GuardedExecute(tests_in_grader=True, sandbox="off", kernel_name="python3", **options)
     executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(tmp_path)}})
     return executed.cells
 

@@ -573,7 +573,7 @@ def test_a_kernel_killed_for_memory_is_replaced_and_its_cgroup_removed(tmp_path,
     notebook = new_notebook(cells=[new_code_cell(source) for source in sources])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     _, workdir = make_course(tmp_path)
-    executor = GuardedExecute(guard=False, kernel_name="python3", config=config)
+    executor = GuardedExecute(tests_in_grader=False, kernel_name="python3", config=config)
     with caplog.at_level(logging.WARNING):
         executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(workdir)}})
     [(name, message)] = [(o.ename, o.evalue) for o in executed.cells[1].outputs if o.output_type == "error"]
@@ -776,7 +776,7 @@ def test_the_exercises_references_are_not_in_the_sandbox(tmp_path):
     assert "collectors: True" in output
 
 
-# -- kernels forked from the template (course_tools/grading/zygote.py) ------------------------------
+# -- kernels forked from the template (course_tools/grading/kernel_template.py) ------------------------------
 
 needs_template = pytest.mark.skipif(os.geteuid() != 0, reason="only a root grader uses the template")
 
@@ -867,7 +867,7 @@ def test_nothing_of_one_forked_kernel_reaches_the_next(kernels_from_the_template
 def test_a_template_that_cannot_start_a_kernel_gives_way_to_fresh_ones(tmp_path, monkeypatch, caplog):
     """A kernel that cannot enter its sandbox (here: a memory cgroup that is not there) fails the
     template for the rest of the run; that kernel and the next start afresh, and the log says so."""
-    from course_tools.grading.zygote import KernelTemplate
+    from course_tools.grading.kernel_template import KernelTemplate
 
     _, workdir = make_course(tmp_path)
     environment, spawn = sandbox.kernel_environment, KernelTemplate.spawn

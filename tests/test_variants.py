@@ -133,7 +133,7 @@ def test_the_secret_reaches_neither_the_kernel_nor_the_graded_notebook(tmp_path,
     notebook = new_notebook(cells=[graded("setup", SETUP), new_code_cell(STUDENT),
                                    graded("ex1_test", TEST, grade=True, points=1)])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    executor = GuardedExecute(guard=True, sandbox=sandbox, kernel_name="python3")
+    executor = GuardedExecute(tests_in_grader=True, sandbox=sandbox, kernel_name="python3")
     executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(tmp_path)},
                                                  "nbgrader": {"assignment": "a1", "student": "ana"}})
     written = json.dumps(executed)

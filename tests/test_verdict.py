@@ -37,7 +37,7 @@ def judged(tmp_path, *student_cells, **options):
                      graded(f"ex{number}_test", TEST, grade=True, points=1))
     notebook = new_notebook(cells=cells)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    executor = GuardedExecute(guard=True, sandbox="off", kernel_name="python3",
+    executor = GuardedExecute(tests_in_grader=True, sandbox="off", kernel_name="python3",
                               **options)
     resources = {"metadata": {"path": str(tmp_path)}, "nbgrader": {"assignment": "a1"}}
     executed, _ = executor.preprocess(notebook, resources)
@@ -104,7 +104,8 @@ def test_what_a_test_prints_of_a_students_value_is_capped(tmp_path):
     test = graded("ex_test", "print(answer(3, 4))", grade=True, points=1)
     notebook = new_notebook(cells=[graded("setup", SETUP), new_code_cell(shout), test])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    executor = GuardedExecute(guard=True, sandbox="off", kernel_name="python3", max_output_chars=10_000)
+    executor = GuardedExecute(tests_in_grader=True, sandbox="off", kernel_name="python3",
+                              max_output_chars=10_000)
     executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(tmp_path)},
                                                  "nbgrader": {"assignment": "a1"}})
     printed = text(executed.cells[2])
@@ -134,7 +135,7 @@ def test_nothing_the_setup_cell_makes_in_a_temporary_folder_outlives_the_noteboo
              graded("ex_test", TEST, grade=True, points=1)]
     notebook = new_notebook(cells=cells)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    executor = GuardedExecute(guard=True, sandbox="off", kernel_name="python3")
+    executor = GuardedExecute(tests_in_grader=True, sandbox="off", kernel_name="python3")
     executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(tmp_path)},
                                                  "nbgrader": {"assignment": "a1"}})
     assert errors(executed.cells[2]) == []
@@ -184,7 +185,7 @@ def test_the_mistake_a_check_names_is_recorded_and_a_students_own_record_is_not(
     plain = graded("ex3_test", "assert False, 'no name'", grade=True, points=1)
     notebook = new_notebook(cells=[graded("setup", SETUP), named, forged, plain])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    executor = GuardedExecute(guard=True, sandbox="off", kernel_name="python3")
+    executor = GuardedExecute(tests_in_grader=True, sandbox="off", kernel_name="python3")
     executed, _ = executor.preprocess(notebook, {"metadata": {"path": str(tmp_path)},
                                                  "nbgrader": {"assignment": "a1"}})
     assert [recorded_diagnosis(c) for c in executed.cells[1:]] == ["sums_instead_of_multiplies", None, None]

@@ -98,9 +98,9 @@ class GuardedExecute(Execute):
 
     sandbox = Unicode("auto", help="'auto': sandbox kernels when bubblewrap works here; 'off': never; "
                                    "'required': fail grading when it does not work").tag(config=True)
-    guard = Bool(True, help="judge test cells in the grader's process through the kernel guard; False "
-                            "runs them in the kernel as stock nbgrader does (never for grading)"
-                 ).tag(config=True)
+    tests_in_grader = Bool(True, help=(
+        "judge test cells in the grader's process, reaching the student's code through the kernel "
+        "guard; False runs them in the kernel as stock nbgrader does (never for grading)")).tag(config=True)
     max_output_chars = Integer(200_000, help="output kept per cell, of every kind; the rest is cut"
                                ).tag(config=True)
     max_notebook_output_chars = Integer(2_000_000, help="output kept per notebook; the rest is cut"
@@ -321,9 +321,9 @@ class GuardedExecute(Execute):
             return
         rejected_before = self._rejected_messages()
         try:
-            if self.guard and is_test(cell):
+            if self.tests_in_grader and is_test(cell):
                 self._grader_tests.run(cell, index)
-            elif self.guard and is_read_only(cell):
+            elif self.tests_in_grader and is_read_only(cell):
                 self._run_read_only(cell, index)
             else:
                 self._execute(cell, index)
@@ -433,7 +433,7 @@ class GuardedExecute(Execute):
                 with self.setup_kernel():
                     info = self.wait_for_reply(self.kc.kernel_info())
                     self.nb.metadata["language_info"] = info["content"]["language_info"]
-                    if self.guard:
+                    if self.tests_in_grader:
                         self.guard_channel.install()
                     self._cell_times.append({"cell": -1, "grade_id": KERNEL_START,
                                              "seconds": round(monotonic() - starting, 3), "outcome": "ok"})
@@ -458,7 +458,7 @@ class GuardedExecute(Execute):
                     break
 
     def _demonstrations_to_skip(self) -> set[int]:
-        if not (self.guard and self.skip_demonstrations) or "nbgrader" not in self.resources:
+        if not (self.tests_in_grader and self.skip_demonstrations) or "nbgrader" not in self.resources:
             return set()
         release = release_notebook(self.config, self.resources)
         return set() if release is None else skipped_at_grading(self.nb.cells, release.cells)
