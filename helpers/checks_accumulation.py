@@ -603,7 +603,7 @@ def _cycles(micro_batches: Sequence[Batch], accum_steps: int) -> list[Sequence[B
 def check_training(train: Callable, name: str, model: nn.Module, micro_batches: Sequence[Batch],
                    accum_steps: int, reference: Reference, *, lr: float, old_seed: int | None,
                    old_scale: float = 1.0, where: str | None = None, name_empty_cycle: bool = False,
-                   reads_per_update: int | None = None):
+                   reads_per_update: int | None = None, detached_total: bool = False):
     """Exercises 1 and 2: on a copy of `model` whose .grad holds old gradients (fill_grads(old_scale,
     old_seed); old_seed=None: a fresh copy, every .grad None, as before a first backward), run
     train(model, SGD(lr), F.cross_entropy, micro_batches, accum_steps) under the spies
@@ -613,7 +613,9 @@ def check_training(train: Callable, name: str, model: nn.Module, micro_batches: 
 
     `reference`: the test's reference_run of the same model, cycles and lr. `name` is the function
     named in torch's errors; `where` starts a failed check's message; `name_empty_cycle` names a
-    ZeroDivisionError as one cycle too many. Returns the call log.
+    ZeroDivisionError as one cycle too many. `reads_per_update` counts the host reads (at most that
+    many per update); `detached_total` wants none of them to carry an autograd graph (Exercise 1's
+    "add up loss.detach()"). Returns the call log.
     """
     model = clone_model(model)
     old = None if old_seed is None else fill_grads(model, scale=old_scale, seed=old_seed)
@@ -634,7 +636,22 @@ def check_training(train: Callable, name: str, model: nn.Module, micro_batches: 
                       activation_peaks=peaks)
         if reads_per_update is not None:
             check_host_reads(outcome.get("host_reads"), len(reference.cycles), reads_per_update)
+        if detached_total:
+            check_total_detached(outcome.get("reads_with_graph"))
     return log
+
+
+def check_total_detached(reads_with_graph) -> None:
+    """Exercise 1's "add up loss.detach() over the cycle", which no outcome shows: no value read to
+    the host still carries an autograd graph (helpers.spies.record_host_syncs)."""
+    if type(reads_with_graph) is not int:
+        raise mistake("evidence_unreadable", "could not read whether your loop's running loss kept its graph")
+    if reads_with_graph:
+        raise mistake(
+            "total_keeps_graph",
+            "the result is right, but the running loss you read still carries the autograd graph: "
+            "total = total + loss keeps every micro-batch's graph alive until the read; add up "
+            "loss.detach() over the cycle")
 
 
 def check_host_reads(counts, updates: int, reads_per_update: int) -> None:
@@ -659,8 +676,9 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
     `old_seed`; None: a fresh copy, every .grad None, as zero_grad(set_to_none=True) leaves it),
     run accumulate(model, micro_batches, ignore_index=ignore_index) under the spies
     (collect_token_accumulation), and assert one backward per micro-batch, that .grad grew by the
-    full-batch token-mean gradient (check_token_gradients) and that it returned the mean loss as
-    a float (relative 1e-4). The test's `model` is not touched.
+    full-batch token-mean gradient (check_token_gradients), that the parameters did not move (the
+    caller steps), that it returned the mean loss as a float (relative 1e-4), and, counted, that it
+    read the loss to the host once, at the end (check_loss_reads). The test's `model` is not touched.
 
     `references`: the test's token_references(model, micro_batches, ignore_index) before the run.
     `where` (default: the ignore_index and the sequences per micro-batch) starts the messages;
@@ -672,6 +690,7 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
                  "micro-batch")
     model = clone_model(model)
     old = None if old_seed is None else fill_grads(model, scale=0.1, seed=old_seed)
+    before = param_snapshot(model)
     outcome = remote.run_student(accumulate, collect_token_accumulation, model, list(micro_batches),
                                  ignore_index)
     error = remote.raised_of(outcome)
@@ -692,7 +711,7 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
                         else f"{where}: {failure}") from None
     try:
         with prefixed(where):
-            check_token_gradients(returned_tensors(outcome, "grads", param_snapshot(model), ".grad"), full,
+            check_token_gradients(returned_tensors(outcome, "grads", before, ".grad"), full,
                                   naive, before=old)
     except AssertionError:
         if backwards == len(micro_batches):
@@ -702,21 +721,42 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
             f"{where}: run one backward per micro-batch" if unseen else
             f"{where}: backward ran {backwards} times for {len(micro_batches)} micro-batches: "
             "run one forward and one backward per micro-batch (that is what keeps memory low)")) from None
+    moved = compare(returned_tensors(outcome, "params", before, "the parameters"), before)
+    if not moved.max_abs_error == 0:      # NaN counts as moved
+        raise mistake("stepped_for_the_caller",
+                      f"{where}: the gradient is right, but your function changed the parameters ({moved}): "
+                      "do not step or update them, the caller steps once it has accumulated its cycle")
     if unseen:
         if not (isinstance(returned, float) and near(returned, loss, rtol=1e-4)):
             raise mistake("wrong_loss_returned",
                           f"{where}: returned loss {returned!r}, but the mean loss over the real "
                           f"tokens is {loss:.6g}")
-        return log
-    if not isinstance(returned, float):
-        raise mistake("loss_not_python_float",
-                      "return a Python float (.item() once, at the end), not "
-                      f"{type(returned).__name__}")
-    if not near(returned, loss, rtol=1e-4):
-        raise mistake("wrong_loss_returned",
-                      f"{where}: returned loss {returned:.6g}, but the mean loss over the real tokens "
-                      f"of the cycle is {loss:.6g}")
+    else:
+        if not isinstance(returned, float):
+            raise mistake("loss_not_python_float",
+                          "return a Python float (.item() once, at the end), not "
+                          f"{type(returned).__name__}")
+        if not near(returned, loss, rtol=1e-4):
+            raise mistake("wrong_loss_returned",
+                          f"{where}: returned loss {returned:.6g}, but the mean loss over the real tokens "
+                          f"of the cycle is {loss:.6g}")
+    check_loss_reads(outcome.get("loss_reads"), where)
     return log
+
+
+def check_loss_reads(reads, where: str) -> None:
+    """Exercise 3's ".item() once, at the end", which no outcome shows: at most one host read of a
+    floating-point value (the loss) after the first backward, counted at torch's dispatch by
+    collect_token_accumulation. Integer token counts may be read whenever the counting needs."""
+    if type(reads) is not int:
+        raise mistake("evidence_unreadable",
+                      "could not read how often your function read the loss to the host")
+    if reads > 1:
+        raise mistake(
+            "loss_read_per_micro_batch",
+            f"{where}: the gradient and the loss are right, but your function read a loss to the host "
+            f"{reads} times after the first backward: add up the detached token losses on the device and "
+            "call .item() once, at the end (each read waits for the GPU)")
 
 
 @dataclass
@@ -844,6 +884,15 @@ class AmpAccumulationChecks:
                 (f"after one inf in {NUMBERS[len(cycles)]} cycles the scale should be 512" if unseen else
                  "after one inf the scale should halve from 1024 to 512") +
                 f", it is {run.scale:g}: call scaler.update() once per cycle, after scaler.step")
+        # "Skipped by scaler.step, not by you": a loop that skips the call itself (unscale_ has
+        # recorded the inf, so update() still halves the scale) leaves the same outcome; counted.
+        scaler_steps = run.log.count("scaler_step")
+        if scaler_steps != len(cycles):
+            raise mistake(
+                "inf_cycle_skipped_by_hand",
+                f"the parameters and the scale are right, but scaler.step(optimizer) ran {scaler_steps} "
+                f"times for {len(cycles)} cycles: call it once per cycle, the cycle whose gradients hold "
+                "inf included, and let it skip that step itself")
         return run
 
     def check_float16(self, seed: int, micro_batches: Sequence[Batch], accum_steps: int, max_norm: float, *,

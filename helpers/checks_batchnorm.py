@@ -37,12 +37,15 @@ def measure_running_stats(micro_batches: Sequence[torch.Tensor], momentum: float
 
 
 def _updated(micro_batches, momentum, mean, var, tracked, *, biased=False, swapped=False,
-             whole_cycle=False, count_from_zero=False):
-    """A prediction made one known way, right or wrong: the mistakes the check can name."""
+             whole_cycle=False, count_from_zero=False, count_before_forward=False):
+    """A prediction made one known way, right or wrong: the mistakes the check can name. None when
+    that way cannot run on these inputs (1 / 0 with momentum=None)."""
     batches = [torch.cat(list(micro_batches))] if whole_cycle else list(micro_batches)
     mean, var = mean.clone(), var.clone()
     for index, rows in enumerate(batches):
-        tracked_now = (index + 1) if count_from_zero else tracked + index + 1
+        tracked_now = (index + 1) if count_from_zero else tracked + index + (0 if count_before_forward else 1)
+        if momentum is None and tracked_now == 0:
+            return None
         factor = 1.0 / tracked_now if momentum is None else momentum
         weight = 1 - factor if swapped else factor
         mean = (1 - weight) * mean + weight * rows.mean(0)
@@ -59,6 +62,8 @@ MISTAKES = {
                 "new = (1 - momentum) * old + momentum * batch"),
     "count_from_zero": ("with momentum=None the factor is 1 / num_batches_tracked, counting the forwards "
                         "the layer had seen before this cycle too"),
+    "count_before_forward": ("with momentum=None the factor is 1 / num_batches_tracked counted after adding "
+                             "this forward: 1 / (num_batches_tracked + 1) for the first micro-batch"),
 }
 # The name each of those mistakes goes by in a class report (helpers.diagnosis.mistake).
 MISTAKE_NAMES = {
@@ -66,6 +71,7 @@ MISTAKE_NAMES = {
     "whole_cycle": "stats_from_whole_cycle",
     "swapped": "momentum_swapped",
     "count_from_zero": "tracked_count_from_zero",
+    "count_before_forward": "tracked_counted_before_forward",
 }
 
 
@@ -110,11 +116,13 @@ def check_running_stats(predict, micro_batches: Sequence[torch.Tensor], momentum
                                                 num_batches_tracked)
     if _close(got_mean, want_mean) and _close(got_var, want_var):
         return
-    matches = [name for name in MISTAKES
-               if all(_close(got, want) for got, want in zip(
-                   (got_mean, got_var),
-                   _updated(micro_batches, momentum, running_mean, running_var, num_batches_tracked,
-                            **{name: True}), strict=True))]
+    def made_by(name: str) -> bool:
+        made = _updated(micro_batches, momentum, running_mean, running_var, num_batches_tracked,
+                        **{name: True})
+        return made is not None and all(_close(got, want) for got, want in zip(
+            (got_mean, got_var), made, strict=True))
+
+    matches = [name for name in MISTAKES if made_by(name)]
     which = "running_mean" if not _close(got_mean, want_mean) else "running_var"
     want = want_mean if which == "running_mean" else want_var
     got = got_mean if which == "running_mean" else got_var

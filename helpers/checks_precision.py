@@ -81,6 +81,10 @@ AMP_STEP_ERRORS = (
         "them: the scaler clears its per-optimizer state only in update(), so call scaler.update() "
         "once right after every scaler.step(optimizer)"),
     remote.Known(
+        "update_twice", "No inf checks were recorded prior to update",
+        "scaler.update() ran with no scaler.step(optimizer) since the last update (twice in one step): "
+        "call it once, right after scaler.step(optimizer)"),
+    remote.Known(
         "grads_cleared_before_step", "No inf checks were recorded for this optimizer",
         "scaler.step(optimizer) found no gradients: they were cleared between backward and step. "
         "Clear old gradients at the start of the step, before the forward pass"),
@@ -445,7 +449,8 @@ def _explain_wrong_step(log: spies.CallLog, outcome: dict, reference: AmpStepRef
 def check_amp_step_skips_inf(amp_train_step: Callable, x: torch.Tensor, y: torch.Tensor) -> None:
     """Exercise 3: with an inf in the input, a float16 step must leave the parameters unchanged and
     halve the scale from 1024 to 512 (scaler.step, then scaler.update). The parameters decide; a
-    call of optimizer.step() only names why they moved."""
+    call of optimizer.step() only names why they moved. Counted: scaler.step ran (it, not the
+    student's code, skips the step)."""
     from helpers import models
 
     model = models.MLP(6, 8, 3, seed=33)
@@ -473,3 +478,10 @@ def check_amp_step_skips_inf(amp_train_step: Callable, x: torch.Tensor, y: torch
         raise mistake("scaler_not_updated",
                       f"after an inf gradient the scale should halve from 1024 to 512, it is "
                       f"{scale}: call scaler.update() after scaler.step()")
+    # "A step that scaler.step skips": a step that skips the call itself (unscale_ has recorded the
+    # inf, so update() still halves the scale) leaves the same outcome; counted.
+    if log.count("scaler_step") != 1:
+        raise mistake("inf_step_skipped_by_hand",
+                      f"the parameters and the scale are right, but scaler.step(optimizer) ran "
+                      f"{log.count('scaler_step')} times: call it on every step, the one whose gradients "
+                      "hold inf included, and let it skip that step itself")

@@ -228,13 +228,22 @@ def _schedule_problem(actions: list[ProfilerAction] | None, steps: int) -> tuple
 
 
 def check_find_bottleneck(find_bottleneck: Callable, plan: Mapping[str, Phase], steps: int) -> tuple:
-    """Run find_bottleneck on phases built from `plan` and assert Exercise 2's clauses: every phase
-    run `steps` times in order, prof.step() once after each step, the first step not measured, and
+    """Run find_bottleneck on phases built from `plan` and assert Exercise 2's clauses: a profiler
+    that records the CPU, every phase run `steps` times in order, prof.step() once after each step,
+    the first step not measured, and
     the dominant phase and each share equal (within SHARE_ATOL) to what the student's own profiler
     measured for steps 2..steps, a phase's time including its nested labels (so a busy machine's
     timing noise cannot fail a right answer). Returns (name, shares)."""
     outcome = remote.run_student(find_bottleneck, collect_find_bottleneck, phase_spec(plan), steps)
     actions = _actions(outcome.get("actions"), steps)
+    activities = outcome.get("activities")
+    # Before any error: on a machine without CUDA a profiler of CUDA alone raises as it starts.
+    if isinstance(activities, list) and "CPU" not in activities:
+        recorded = ", ".join(str(activity) for activity in activities) or "no activity"
+        raise mistake("cpu_activity_not_recorded",
+                      f"find_bottleneck's profiler records {recorded[:80]}, not the CPU: profile with "
+                      "activities=[ProfilerActivity.CPU]; the phases run on the CPU, and the shares come "
+                      "from their labels' CPU time (cpu_time_total)")
     error = remote.raised_of(outcome)
     if error is not None:
         cause, advice = _schedule_problem(actions, steps)

@@ -100,6 +100,18 @@ class ProfilerLog:
             return None
         return [action.name for action in actions]
 
+    def activities(self) -> list[str] | None:
+        """The names of the activities the last profiler records (["CPU"], say; [] for none), or None
+        without a profiler or when they cannot be read."""
+        if not self.profilers:
+            return None
+        recorded = getattr(self.profilers[-1], "activities", None)
+        try:
+            return sorted(activity.name for activity in recorded
+                          if isinstance(activity, torch.profiler.ProfilerActivity))
+        except Exception:  # noqa: BLE001 - a profiler object the student's code altered
+            return None
+
 
 @contextlib.contextmanager
 def watch_profilers() -> Iterator[ProfilerLog]:
@@ -160,8 +172,8 @@ def profiled_table(log: ProfilerLog, labels) -> dict:
 def collect_find_bottleneck(find_bottleneck: Callable, plan: dict[str, list], steps: int) -> dict:
     """find_bottleneck(phases, steps=steps) on phases built from `plan` (see phase_spec): what it
     returned, the phases and prof.step() calls in order ("order"), the last profiler's schedule as
-    action names ("actions"), whether a profiler was made ("profiled") and that profiler's own table
-    of the phase labels (see profiled_table)."""
+    action names ("actions"), the activities it records ("activities"), whether a profiler was made
+    ("profiled") and that profiler's own table of the phase labels (see profiled_table)."""
     phases_plan = _phases_of(plan)
     measured: dict[str, list[float]] = {name: [] for name in phases_plan}
     with stderr_on_stdout():     # the profiler warns, on stderr, also when its table is read
@@ -169,7 +181,8 @@ def collect_find_bottleneck(find_bottleneck: Callable, plan: dict[str, list], st
             phases = {name: _make_phase(name, phase, log, measured) for name, phase in phases_plan.items()}
             outcome = remote.called(find_bottleneck, phases, steps=steps)
         return {**outcome, "order": list(log.order), "actions": log.actions(steps),
-                "profiled": bool(log.profilers), **profiled_table(log, set(phases_plan))}
+                "activities": log.activities(), "profiled": bool(log.profilers),
+                **profiled_table(log, set(phases_plan))}
 
 
 # ----------------------------------------------------------------------------------------------

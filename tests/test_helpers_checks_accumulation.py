@@ -555,13 +555,13 @@ def token_batches(lengths=(3, 17, 5, 40), seed=32):
 
 def token_mean_accumulation(model, micro_batches, ignore_index=-100):
     tokens = sum(int((targets != ignore_index).sum()) for _, targets in micro_batches)
-    total = 0.0
+    total = torch.zeros(())
     for inputs, targets in micro_batches:
         loss_sum = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(),
                                    ignore_index=ignore_index, reduction="sum")
         (loss_sum / tokens).backward()
-        total += loss_sum.item()
-    return total / tokens
+        total += loss_sum.detach()
+    return total.item() / tokens
 
 
 def mean_of_means_accumulation(model, micro_batches):
@@ -1063,7 +1063,7 @@ def test_check_token_accumulation_messages_visible_and_unseen():
 
 
 def amp_loop(model, optimizer, scaler, loss_fn, micro_batches, accum_steps, max_norm, amp_dtype=None, *,
-             enabled=True, via_scaler=True, new_scale=None, divide=True):
+             enabled=True, via_scaler=True, new_scale=None, divide=True, skip_by_hand=False):
     """Exercise 4's loop, correct by default; each keyword makes one mistake."""
     device_type = next(model.parameters()).device.type
     losses = []
@@ -1077,8 +1077,9 @@ def amp_loop(model, optimizer, scaler, loss_fn, micro_batches, accum_steps, max_
         cycle_loss += loss.item()
         if (index + 1) % accum_steps == 0:
             scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-            scaler.step(optimizer) if via_scaler else optimizer.step()
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            if not (skip_by_hand and not torch.isfinite(norm)):
+                scaler.step(optimizer) if via_scaler else optimizer.step()
             scaler.update(new_scale)
             losses.append(cycle_loss)
     return losses
@@ -1118,6 +1119,8 @@ def test_amp_accumulation_checks_pass_a_correct_loop():
      "after one inf the scale should halve from 1024 to 512, it is 1024: call scaler.update() once"),
     ({"new_scale": 1024.0}, "inf unseen",
      "after one inf in three cycles the scale should be 512, it is 1024"),
+    ({"skip_by_hand": True}, "inf",
+     "the parameters and the scale are right, but scaler.step(optimizer) ran 1 times for 2 cycles"),
 ])
 def test_amp_accumulation_checks_name_the_mistake(mistake, check, message):
     batches, checks = equal_batches(), amp_checks(**mistake)
@@ -1316,3 +1319,81 @@ def test_amp_accumulation_checks_float16_wants_the_loss_under_autocast():
     checks = checks_accumulation.AmpAccumulationChecks(loss_outside, reference, lr=LR)
     with pytest.raises(AssertionError, match="the loss was computed outside torch.autocast 4 of 4 times"):
         checks.check_float16(44, equal_batches()[:4], 2, max_norm=0.05, init_scale=256.0)
+
+
+def test_exercise_1_wants_the_running_loss_detached():
+    """ "Add up loss.detach() over the cycle": a total that keeps the graph reads once per update,
+    with the right result, so the graph on the value read is counted."""
+    def summing(detach):
+        def loop(model, optimizer, batches, accum_steps):
+            losses = []
+            for cycle in cycles_of(batches, accum_steps):
+                optimizer.zero_grad(set_to_none=True)
+                total = 0.0
+                for x, y in cycle:
+                    loss = F.cross_entropy(model(x), y) / accum_steps
+                    loss.backward()
+                    total = total + (loss.detach() if detach else loss)
+                optimizer.step()
+                losses.append(total.item())
+            return losses
+        return as_exercise(loop)
+
+    model, batches, reference = training_case([8] * 8, 4)
+    kwargs = {"lr": LR, "old_seed": 15, "reads_per_update": 1}
+    checks_accumulation.check_training(summing(detach=False), "train_accumulated", model, batches, 4,
+                                       reference, **kwargs)          # exercise 2 does not ask for it
+    with pytest.raises(AssertionError, match="the running loss you read still carries the autograd graph"):
+        checks_accumulation.check_training(summing(detach=False), "train_accumulated", model, batches, 4,
+                                           reference, detached_total=True, **kwargs)
+    checks_accumulation.check_training(summing(detach=True), "train_accumulated", model, batches, 4,
+                                       reference, detached_total=True, **kwargs)
+
+
+def test_exercise_3_reads_the_loss_once_at_the_end_and_leaves_the_parameters():
+    """Counted: floating-point host reads after the first backward (the loss), not integer token
+    counts, which the hint's counting may read whenever it needs them."""
+    model, batches = tiny_lm(), token_batches()
+    references = token_references(model, batches)
+
+    def check(accumulate):
+        return checks_accumulation.check_token_accumulation(accumulate, model, batches, -100, references,
+                                                            old_seed=35)
+
+    def reads_every_loss(model, micro_batches, ignore_index=-100):
+        tokens = sum((targets != ignore_index).sum() for _, targets in micro_batches)
+        total = 0.0
+        for inputs, targets in micro_batches:
+            loss_sum = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(),
+                                       ignore_index=ignore_index, reduction="sum")
+            (loss_sum / tokens).backward()
+            total += loss_sum.item()
+        return total / tokens.item()
+
+    def counts_in_the_loop(model, micro_batches, ignore_index=-100):
+        tokens = sum((targets != ignore_index).sum() for _, targets in micro_batches)
+        total = torch.zeros(())
+        for inputs, targets in micro_batches:
+            mean = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
+            real = (targets != ignore_index).sum().item()               # an int, read per micro-batch
+            (mean * real / tokens).backward()
+            total += mean.detach() * real
+        return total.item() / tokens.item()
+
+    def counts_as_floats_first(model, micro_batches, ignore_index=-100):
+        tokens = sum(float((t != ignore_index).float().sum()) for _, t in micro_batches)
+        return token_mean_accumulation(model, micro_batches, ignore_index) * tokens / tokens
+
+    def steps_too(model, micro_batches, ignore_index=-100):
+        loss = token_mean_accumulation(model, micro_batches, ignore_index)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter -= 0.1 * parameter.grad
+        return loss
+
+    for right in (token_mean_accumulation, counts_in_the_loop, counts_as_floats_first):
+        check(right)
+    with pytest.raises(AssertionError, match="read a loss to the host 4 times after the first backward"):
+        check(reads_every_loss)
+    with pytest.raises(AssertionError, match="the gradient is right, but your function changed the param"):
+        check(steps_too)

@@ -45,6 +45,11 @@ def counts_from_zero(micro_batches, momentum, mean, var, tracked):
     return right(micro_batches, momentum, mean, var, 0)
 
 
+def counts_before_the_forward(micro_batches, momentum, mean, var, tracked):
+    """1 / num_batches_tracked read before this forward is added."""
+    return right(micro_batches, momentum, mean, var, tracked - 1)
+
+
 def runs_batch_norm(micro_batches, momentum, mean, var, tracked):
     layer = torch.nn.BatchNorm1d(mean.numel(), momentum=momentum)
     layer.running_mean.copy_(mean)
@@ -80,6 +85,7 @@ def test_the_reference_is_a_real_batch_norm_and_leaves_its_inputs_alone():
     (whole_cycle, 0.3, "once per micro-batch, not once with the whole cycle's"),
     (swapped, 0.3, "momentum is the weight of the new batch's statistic"),
     (counts_from_zero, None, "counting the forwards the layer had seen before"),
+    (counts_before_the_forward, None, "counted after adding this forward"),
     (runs_batch_norm, 0.3, "ran a batch norm 3 times"),
     (in_place, 0.3, "changed the tensors it was given"),
     (lambda *args: right(*args)[0], 0.3, "should return (running_mean, running_var)"),
@@ -95,3 +101,13 @@ def test_an_unanswered_exercise_raises_not_implemented():
 
     with pytest.raises(NotImplementedError):
         cb.check_running_stats(stub, batches(4), 0.1)
+
+
+def test_a_count_that_would_divide_by_zero_is_not_a_candidate_mistake():
+    """From num_batches_tracked=0 with momentum=None, counting before the forward would divide by
+    zero: that candidate is left out, and a wrong prediction is still shown with its numbers."""
+    def from_one(micro_batches, momentum, mean, var, tracked):
+        return right(micro_batches, momentum, mean, var, tracked + 1)
+
+    with pytest.raises(AssertionError, match="BatchNorm1d ends with running_mean"):
+        cb.check_running_stats(from_one, batches(5, 2, 9), None, **START, num_batches_tracked=0)

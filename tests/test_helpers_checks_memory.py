@@ -219,6 +219,17 @@ def test_check_checkpointed_forward_passes_a_correct_function(function, depth, p
                                   per_segment)
 
 
+@pytest.mark.parametrize("per_segment", [3, 7])
+def test_the_only_segment_may_stay_unchecked(per_segment):
+    """The spec lets the last segment run unchecked, the only one too (blocks_per_segment at least the
+    depth): then nothing is checkpointed, which peaks no higher than one checkpoint. With more than
+    one segment, no checkpoint at all is still a mistake."""
+    model = ResidualMLP(8, 32, 3, seed=1)
+    cm.check_checkpointed_forward(no_checkpoint, model, x_of(requires_grad=True), per_segment)
+    with pytest.raises(AssertionError, match="no block ran inside a checkpoint"):
+        cm.check_checkpointed_forward(no_checkpoint, model, x_of(requires_grad=True), 1)
+
+
 def one_segment(model, x, blocks_per_segment=1):
     return checkpoint(model, x, use_reentrant=False)
 

@@ -25,6 +25,7 @@ from helpers.collect_precision import (
     scaler_spec,
 )
 from helpers.data import make_blobs
+from helpers.diagnosis import mistake_name
 from helpers.grads import compare, param_snapshot
 from helpers.models import MLP
 from helpers.spies import record
@@ -199,6 +200,22 @@ def test_failure_names_gradscaler_errors_of_one_step(mistake, phrase):
     assert phrase in said
 
 
+def test_failure_names_an_update_that_runs_twice():
+    x, y = make_blobs(32, 6, 3, seed=31)
+    model = MLP(6, 8, 3, seed=32)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+
+    def updates_twice():
+        amp_step(model, optimizer, scaler, x, y, 0.05, torch.float16)
+        scaler.update()
+
+    error = remote.failure("amp_train_step", remote.raised_of(remote.called(updates_twice)),
+                           known=checks_precision.AMP_STEP_ERRORS)
+    assert mistake_name(error) == "update_twice"
+    assert "call it once, right after scaler.step(optimizer)" in str(error)
+
+
 def test_failure_names_a_step_without_update_on_the_next_step():
     x, y = make_blobs(32, 6, 3, seed=31)
     model = MLP(6, 8, 3, seed=32)
@@ -363,11 +380,26 @@ def test_check_amp_train_step_and_skips_inf():
         optimizer.step()
         return loss.item()
 
+    def skips_the_inf_step_itself(model, optimizer, scaler, loss_fn, x, y, max_norm, amp_dtype):
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=amp_dtype):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        if torch.isfinite(norm):
+            scaler.step(optimizer)
+        scaler.update()              # unscale_ recorded the inf: the scale still halves
+        return loss.item()
+
     log = checks_precision.check_amp_train_step(correct, 32, x, y, 0.05, torch.bfloat16)
     assert log.count("scaler_step") == 1
     checks_precision.check_amp_step_skips_inf(correct, x, y)
     with pytest.raises(AssertionError, match="stepped although the gradients held inf"):
         checks_precision.check_amp_step_skips_inf(optimizer_step_directly, x, y)
+    checks_precision.check_amp_train_step(skips_the_inf_step_itself, 32, x, y, 0.05, torch.float16)
+    with pytest.raises(AssertionError, match=r"scaler.step\(optimizer\) ran 0 times: call it on every step"):
+        checks_precision.check_amp_step_skips_inf(skips_the_inf_step_itself, x, y)
 
 
 def test_clip_grads_scales_to_max_norm_and_leaves_small_gradients():

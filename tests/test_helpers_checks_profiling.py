@@ -152,12 +152,13 @@ def test_compare_speed_stderr_goes_to_stdout(capsys):
 # Exercise 2
 # ---------------------------------------------------------------------------------------------
 
-def find_bottleneck(phases, steps=4, *, per_phase=False, sched="right", self_time=False, noisy=False):
+def find_bottleneck(phases, steps=4, *, per_phase=False, sched="right", self_time=False, noisy=False,
+                    activities=(ProfilerActivity.CPU,)):
     if noisy:
         _noisy()
     schedules = {"right": schedule(wait=0, warmup=1, active=steps - 1, repeat=1),
                  "no_repeat": schedule(wait=0, warmup=1, active=steps - 1), "none": None}
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedules[sched]) as prof:
+    with profile(activities=list(activities), schedule=schedules[sched]) as prof:
         for _ in range(steps):
             for name, phase in phases.items():
                 with record_function(name):
@@ -233,6 +234,27 @@ def test_find_bottleneck_wrong_phase_order():
         return find_bottleneck(dict(reversed(list(phases.items()))), steps)
     with pytest.raises(AssertionError, match="in the order given"):
         cp.check_find_bottleneck(reversed_order, PLAN, steps=3)
+
+
+def test_find_bottleneck_without_the_cpu_activity_is_named(capsys):
+    """A profiler of CUDA alone records no CPU time; on a machine without CUDA it even raises as it
+    starts: either way the check names the missing CPU activity."""
+    only_cuda = (ProfilerActivity.CUDA,)
+    with pytest.raises(AssertionError, match="records CUDA, not the CPU: profile with") as failure:
+        cp.check_find_bottleneck(lambda p, steps: find_bottleneck(p, steps, activities=only_cuda),
+                                 PLAN, steps=3)
+    assert failure.value.mistake == "cpu_activity_not_recorded"
+    assert capsys.readouterr().err == ""
+
+
+def test_find_bottleneck_may_record_cuda_beside_the_cpu(capsys):
+    """The lesson's own `activities` (CPU, and CUDA where there is one) record the CPU: accepted."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # no CUDA to profile here
+        name, shares = cp.check_find_bottleneck(
+            lambda p, steps: find_bottleneck(
+                p, steps, activities=(ProfilerActivity.CPU, ProfilerActivity.CUDA)), PLAN, steps=3)
+    assert name == max(shares, key=shares.get)
 
 
 def test_watch_profilers_restores_profile():
