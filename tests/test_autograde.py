@@ -8,6 +8,7 @@ same students with one serial `nbgrader autograde` call and holds them to the sa
 so the parallel grades equal the serial ones without grading the class serially a second time.
 """
 
+import json
 import os
 import shutil
 import signal
@@ -251,6 +252,10 @@ def test_a_postgres_gradebook_survives_an_interrupted_coordinator(tmp_path, post
     assert sum(caller_scores.values()) == sum(maxima.values()) - maxima["ex5_1_test"]
     autograded = (root / "autograded" / "calls_the_gradebook" / ASSIGNMENT / "memory.ipynb").read_text()
     assert "reached the gradebook: False" in autograded
+    # make grade ends with the class report of the whole class, from the gradebook it graded into.
+    assert f"class report: {root / 'reports' / (ASSIGNMENT + '.html')}" in second.stdout
+    report = json.loads((root / "reports" / f"{ASSIGNMENT}.json").read_text())
+    assert report["students"] == len(recorded)
 
 
 def test_a_grading_failure_names_its_cause(tmp_path, monkeypatch):
