@@ -22,17 +22,20 @@ class GraphRecord:
     """`most_alive`: the most graphs through one layer alive at once (a forward whose output needs a
     gradient opens one, the backward reaching that output closes it); `most_rows`: the most rows
     (the first dimension of the input) one forward of the whole model saw; `forwards`: the graphs
-    opened, counted per layer."""
+    opened, counted per layer; `hooks_lost`: the record's hooks that were no longer on their module
+    when the block ended (code that clears a module's hooks hides its forwards from the count)."""
 
     def __init__(self):
         self.most_alive = 0
         self.most_rows = 0
         self.forwards = 0
+        self.hooks_lost = 0
         self._alive: dict[int, int] = {}
         self._lock = threading.Lock()
 
     def plain(self) -> dict[str, int]:
-        return {"most_alive": self.most_alive, "most_rows": self.most_rows, "forwards": self.forwards}
+        return {"most_alive": self.most_alive, "most_rows": self.most_rows, "forwards": self.forwards,
+                "hooks_lost": self.hooks_lost}
 
     def _opened(self, layer: nn.Module) -> None:
         with self._lock:
@@ -83,10 +86,13 @@ def graphs_alive(model: nn.Module) -> Iterator[GraphRecord]:
             record._saw_rows(_rows(args))
 
     layers = [m for m in model.modules() if next(m.parameters(recurse=False), None) is not None]
-    handles = [layer.register_forward_hook(forward_hook) for layer in layers]
-    handles.append(model.register_forward_hook(model_rows))
+    hooked = [(layer, layer.register_forward_hook(forward_hook)) for layer in layers]
+    hooked.append((model, model.register_forward_hook(model_rows)))
     try:
         yield record
     finally:
-        for handle in handles:
+        for module, handle in hooked:
+            hooks = getattr(module, "_forward_hooks", None)
+            if not (isinstance(hooks, dict) and handle.id in hooks):
+                record.hooks_lost += 1
             handle.remove()

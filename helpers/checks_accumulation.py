@@ -284,6 +284,12 @@ def check_graphs_alive(graphs, micro_rows: int) -> None:
     if not (isinstance(graphs, dict) and all(type(graphs.get(key)) is int for key in keys)):
         raise mistake("evidence_unreadable", "could not read which autograd graphs your loop held")
     alive, rows = graphs["most_alive"], graphs["most_rows"]
+    if graphs.get("hooks_lost"):
+        raise mistake(
+            "course_hooks_removed",
+            "your function removed the hooks the check put on the model's layers (a module's "
+            "_forward_hooks), which count the forward passes it held at once: leave the model's hooks "
+            "as you found them")
     if alive > 1:
         raise mistake(
             "several_micro_batches_in_memory",

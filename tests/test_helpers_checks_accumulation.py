@@ -1397,3 +1397,22 @@ def test_exercise_3_reads_the_loss_once_at_the_end_and_leaves_the_parameters():
         check(reads_every_loss)
     with pytest.raises(AssertionError, match="the gradient is right, but your function changed the param"):
         check(steps_too)
+
+
+def test_a_loop_that_clears_the_models_hooks_is_told_so():
+    """Clearing a module's forward hooks would hide every forward from the count of graphs alive."""
+    from helpers.autograd_graphs import graphs_alive
+
+    model = MLP(6, 8, 3, seed=11)
+    with graphs_alive(model) as graphs:
+        for module in model.modules():
+            module._forward_hooks.clear()
+        model(torch.randn(4, 6)).sum().backward()
+    record = graphs.plain()
+    assert record["hooks_lost"] > 0 and record["forwards"] == 0
+    with pytest.raises(AssertionError, match="removed the hooks the check put") as problem:
+        checks_accumulation.check_graphs_alive(record, 4)
+    assert problem.value.mistake == "course_hooks_removed"
+    with graphs_alive(model) as graphs:
+        model(torch.randn(4, 6)).sum().backward()
+    assert graphs.plain()["hooks_lost"] == 0
