@@ -13,8 +13,8 @@ from course_tools.jobs.class_report import (
     PASSED,
     STATUSES,
     UNDIAGNOSED,
+    CellOutcome,
     ExerciseReport,
-    TestOutcome,
     judge_cell,
     report_html,
 )
@@ -47,7 +47,7 @@ def test_each_test_cell_falls_in_one_status_and_group(the_cell, points, untouche
 
 def test_a_students_message_is_text_in_the_page_never_markup():
     exercise = ExerciseReport("ex1_1_test", 2.0, [
-        TestOutcome("ana", 0.0, 2.0, FAILED, UNDIAGNOSED, "<script>alert(1)</script><img src=x onerror=y>")])
+        CellOutcome("ana", 0.0, 2.0, FAILED, UNDIAGNOSED, "<script>alert(1)</script><img src=x onerror=y>")])
     report = {"assignment": "a1", "students": 1, "lost_only_to_limits": ["<b>bo</b>"],
               "exercises": [{"test": exercise.test, "max_points": 2.0,
                              "counts": {s: exercise.count(s) for s in STATUSES},

@@ -65,7 +65,7 @@ def read_scores(gradebook: Gradebook, assignment: str) -> dict[str, tuple[dict, 
 
 
 @dataclass
-class TestOutcome:
+class CellOutcome:
     """One student's result on one test cell."""
 
     student: str
@@ -80,7 +80,7 @@ class TestOutcome:
 class ExerciseReport:
     test: str
     max_points: float
-    outcomes: list[TestOutcome] = field(default_factory=list)
+    outcomes: list[CellOutcome] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes)
@@ -95,7 +95,7 @@ class ExerciseReport:
 
     def groups(self) -> list[dict]:
         """The failed cells by the mistake they name, largest first, each with a few example students."""
-        by_group: dict[str, list[TestOutcome]] = {}
+        by_group: dict[str, list[CellOutcome]] = {}
         for outcome in self.outcomes:
             if outcome.status == FAILED:
                 by_group.setdefault(outcome.group, []).append(outcome)
@@ -164,7 +164,7 @@ def build_report(root: Path, assignment: str, db_url: str | None = None) -> dict
             maximum = max_points.get(test, 0.0)
             exercises[test].max_points = maximum
             status, group, message = judge_cell(cell, points.get(test, 0.0), maximum, untouched)
-            exercises[test].outcomes.append(TestOutcome(student, points.get(test, 0.0), maximum, status,
+            exercises[test].outcomes.append(CellOutcome(student, points.get(test, 0.0), maximum, status,
                                                         group, message))
     limited = sorted({o.student for e in exercises.values() for o in e.outcomes if o.status == NOT_GRADED}
                      - {o.student for e in exercises.values() for o in e.outcomes
