@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -114,67 +113,24 @@ def collect_training(train: Callable, model: nn.Module, optimizer_spec: dict, lo
     return result
 
 
-# The Tensor methods that read a value to the host (what helpers.spies.record_host_syncs counts),
-# and the frames of torch's dispatch between such a read and the mode that sees it.
-_HOST_READS = ("item", "__float__", "__int__", "tolist", "numpy", "__bool__", "__repr__", "__format__")
-_DISPATCH_MODULES = ("torch.overrides", "torch._tensor", "torch.utils._device")
-
-
-def _to_host(name: str, tensor: torch.Tensor, args: tuple, kwargs: dict) -> bool:
-    """Whether tensor.<name>(*args, **kwargs) reads its value to the host: a read method, or a copy
-    to the CPU of a device tensor or of a 0-dim one (a loss read for logging)."""
-    if name in _HOST_READS:
-        return True
-    if name == "to":
-        target = kwargs.get("device", args[0] if args else None)
-        if not (isinstance(target, (str, torch.device)) and str(target).split(":")[0] == "cpu"):
-            return False
-    elif name != "cpu":
-        return False
-    return tensor.device.type != "cpu" or tensor.dim() == 0
-
-
-class _LossReads(torch.overrides.TorchFunctionMode):
-    """Counts the host reads of floating-point values (a loss, never an integer token count) that
-    code outside torch and helpers makes after the first backward (`backwards`, counted by a hook on
-    a parameter): Exercise 3 reads its loss once, at the end. While a handler runs torch disables
-    the mode, so the reads torch makes inside one (printing runs .item()) are not seen again."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.backwards = 0
-        self.after_first_backward = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        if (self.backwards and args and isinstance(args[0], torch.Tensor) and args[0].is_floating_point()
-                and _to_host(name, args[0], args[1:], kwargs)):
-            frame = sys._getframe(1)
-            while frame is not None and frame.f_globals.get("__name__", "") in _DISPATCH_MODULES:
-                frame = frame.f_back
-            reader = "" if frame is None else frame.f_globals.get("__name__", "")
-            if not reader.startswith(("torch.", "helpers.")):
-                self.after_first_backward += 1
-        return func(*args, **kwargs)
-
-
 @contextmanager
-def loss_reads(model: nn.Module) -> Iterator[_LossReads]:
-    """Count, inside the block, the host reads of floating-point values made after the first
-    backward through `model` (_LossReads)."""
-    reads = _LossReads()
+def loss_reads(model: nn.Module) -> Iterator[Callable[[], int]]:
+    """Count, inside the block, the host reads of floating-point values (helpers.spies'
+    SyncLog.float_reads) made after the first backward through `model`; yields a function that
+    returns that count. Exercise 3 reads its loss once, at the end: integer token counts may be
+    read whenever the counting needs, and a float read before any backward is not a loss yet."""
     first = next(p for p in model.parameters() if p.requires_grad)
+    at_first_backward: list[int] = []
+    with spies.record_host_syncs() as syncs:
+        def on_backward(_gradient: torch.Tensor) -> None:
+            if not at_first_backward:
+                at_first_backward.append(syncs.float_reads)
 
-    def on_backward(_gradient: torch.Tensor) -> None:
-        reads.backwards += 1
-
-    handle = first.register_hook(on_backward)
-    try:
-        with reads:
-            yield reads
-    finally:
-        handle.remove()
+        handle = first.register_hook(on_backward)
+        try:
+            yield lambda: syncs.float_reads - at_first_backward[0] if at_first_backward else 0
+        finally:
+            handle.remove()
 
 
 @remote.collector
@@ -188,7 +144,7 @@ def collect_token_accumulation(accumulate: Callable, model: nn.Module, micro_bat
         outcome = remote.called(accumulate, model, micro_batches, ignore_index=ignore_index)
     return {**outcome, "calls": plain_calls(log), "grads": grad_snapshot(model), "peak_saved": saved.peak,
             "graphs": graphs.plain(), "params": param_snapshot(model),
-            "loss_reads": reads.after_first_backward}
+            "loss_reads": reads()}
 
 
 @remote.collector

@@ -403,13 +403,15 @@ def record_loaders(clock: Callable[[], float] | None = None) -> Iterator[LoaderL
 
 @dataclass
 class SyncLog:
-    """Host syncs seen by record_host_syncs: {"item": 3, "float": 1, ...}, and how many of the
-    values read still carried an autograd graph (a running total built without .detach()). Also
+    """Host syncs seen by record_host_syncs: {"item": 3, "float": 1, ...}, how many of the values
+    read still carried an autograd graph (a running total built without .detach()), and how many
+    were floating point (a loss, never an integer count such as a number of tokens). Also
     the copies of host tensors of one or more dimensions (batches) to a device with .to(device,
     ...): how many, and how many of them without non_blocking=True."""
 
     counts: dict[str, int] = field(default_factory=dict)
     reads_with_graph: int = 0
+    float_reads: int = 0
     batch_copies: int = 0
     blocking_batch_copies: int = 0
 
@@ -481,6 +483,7 @@ class _HostReadMode(torch.overrides.TorchFunctionMode):
             if _is_host_copy(args[0], name, args[1:], kwargs):
                 self.log.counts[name] += 1
                 self.log.reads_with_graph += bool(args[0].grad_fn is not None)
+                self.log.float_reads += args[0].is_floating_point()
             elif name == "to":
                 copied, non_blocking = _batch_copy(args[0], args[1:], kwargs)
                 self.log.batch_copies += copied
