@@ -196,8 +196,10 @@ def run_cells(page, top: str, item: str) -> None:
     menu(page, top, item)
     page.wait_for_function("""() => {
         const panel = window.jupyterapp.shell.currentWidget;
-        const queued = [...panel.node.querySelectorAll('.jp-InputArea-prompt')]
-            .some(prompt => prompt.textContent.includes('*'));
+        // Every cell's model, not the prompts in the page: a windowed notebook leaves the cells
+        // out of view out of the DOM, queued ones too, and the kernel is idle between two cells.
+        const queued = panel.content.widgets.some(cell => cell.model.type === 'code'
+            && (cell.model.executionState === 'running' || (cell.promptNode?.textContent ?? '').includes('*')));
         if (!window.__busySeen || queued || panel.sessionContext.session?.kernel?.status !== 'idle') {
             window.__idleSince = null;
             return false;
@@ -340,7 +342,9 @@ def test_release_runs_to_the_end_failing_only_on_the_stubs(page, lab, lesson):
 
     not_run = [f"cell {i} ({first_line(cell)!r})" for i, cell in code_cells(ran)
                if cell["execution_count"] is None]
-    assert not not_run, "Run All stopped before the end; not run: " + ", ".join(not_run[:5])
+    errors_before = [describe(i, cell, error) for i, cell in code_cells(ran) for error in errors_of(cell)]
+    assert not not_run, ("Run All stopped before the end; not run: " + ", ".join(not_run[:5])
+                         + "; errors shown: " + ("; ".join(errors_before) or "none"))
     unexpected, stubs_failed = [], False
     for index, cell in code_cells(ran):
         until_solved = "raises-exception" in cell.get("metadata", {}).get("tags", [])
