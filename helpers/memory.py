@@ -243,7 +243,8 @@ class _CpuLedger:
             fn()
         peak = self.live
         allocations = _allocations(prof.profiler.kineto_results.experimental_event_tree())
-        for _, fields in sorted(allocations, key=lambda item: item[0]):
+        # At one timestamp a free goes before an allocation: the allocator may reuse the block.
+        for _, fields in sorted(allocations, key=lambda item: (item[0], item[1].alloc_size > 0)):
             if fields.device.type != "cpu":
                 continue
             if fields.alloc_size > 0:
