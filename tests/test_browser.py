@@ -199,7 +199,8 @@ def run_cells(page, top: str, item: str) -> None:
         // Every cell's model, not the prompts in the page: a windowed notebook leaves the cells
         // out of view out of the DOM, queued ones too, and the kernel is idle between two cells.
         const queued = panel.content.widgets.some(cell => cell.model.type === 'code'
-            && (cell.model.executionState === 'running' || (cell.promptNode?.textContent ?? '').includes('*')));
+            && (cell.model.executionState === 'running'
+                || (cell.promptNode?.textContent ?? '').includes('*')));
         if (!window.__busySeen || queued || panel.sessionContext.session?.kernel?.status !== 'idle') {
             window.__idleSince = null;
             return false;
