@@ -136,7 +136,7 @@ c.Autograde.autograde_preprocessors = [
     CheckCellMetadata,
 ]
 
-# Hidden tests draw their inputs per student from a secret the grader holds (helpers/variants.py):
+# Hidden tests draw their inputs per student from a secret the grader holds (helpers/checks/variants.py):
 # set COURSE_VARIANT_SECRET in the grader's environment, or name a file outside the course here.
 # Without either they use the inputs written in source/ (docs/after-grading.md).
 # c.GuardedExecute.variant_secret_file = "/etc/course/variant-secret"

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import torch
 from torch.utils.data import Dataset
 
-from helpers import validate, wire
+from helpers import validate
+from helpers.transport import wire
 
 
 def _generator(seed: int) -> torch.Generator:

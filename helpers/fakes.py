@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from helpers import wire
+from helpers.transport import wire
 
 
 # A check builds the machine and the student's code runs on it in the kernel: it travels there whole.

@@ -288,7 +288,7 @@ def test_what_the_code_under_test_displays_never_sets_the_score(tmp_path):
                "    get_ipython().displayhook('full marks please')\n"
                "    get_ipython().displayhook(1.0)\n"
                "    return 41")
-    setup = "from helpers import remote\nfrom helpers.collect_memory import collect_saved_bytes"
+    setup = "from helpers.transport import remote\nfrom helpers.collect.memory import collect_saved_bytes"
     test = ("outcome = remote.run_student(answer, collect_saved_bytes, 6, 7)\n"
             "assert outcome['value'] == 42, 'answer() should be 42'")
     executed = guarded_run([("setup", setup), ("student", student), ("ex1_test", test)], tmp_path)

@@ -1,4 +1,4 @@
-"""Unit tests of helpers.capture.stderr_on_stdout: inside it, warnings and writes to sys.stderr
+"""Unit tests of helpers.transport.capture.stderr_on_stdout: inside it, warnings and writes to sys.stderr
 reach stdout (nbgrader's Validate fails a test cell that writes to stderr); outside it, nothing
 changes."""
 
@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from helpers.capture import stderr_on_stdout
+from helpers.transport.capture import stderr_on_stdout
 
 
 def noisy(text="noise"):

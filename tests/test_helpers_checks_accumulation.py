@@ -1,15 +1,15 @@
-"""Unit tests of helpers.checks_accumulation: reference runs and the diagnoses of accumulation mistakes.
+"""Unit tests of helpers.checks.accumulation: reference runs and the diagnoses of accumulation mistakes.
 
 Each test runs a small hand-written training loop (a correct one or one with a classic mistake)
-under helpers.spies.record and checks what helpers.checks_accumulation makes of it.
+under helpers.spies.record and checks what helpers.checks.accumulation makes of it.
 """
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import checks_accumulation
-from helpers.checks_accumulation import (
+from helpers.checks import accumulation as checks_accumulation
+from helpers.checks.accumulation import (
     CycleReference,
     Reference,
     check_token_gradients,
@@ -18,7 +18,7 @@ from helpers.checks_accumulation import (
     student_error,
     token_references,
 )
-from helpers.checks_precision import check_amp_calls
+from helpers.checks.amp_calls import check_amp_calls
 from helpers.data import lm_batch, make_blobs, make_token_sequences, split_by_sizes, split_micro_batches
 from helpers.grads import (
     clone_model,
@@ -30,8 +30,8 @@ from helpers.grads import (
     param_snapshot,
 )
 from helpers.models import MLP, TinyLM
-from helpers.remote import Raised, called, raised_of
 from helpers.spies import record
+from helpers.transport.remote import Raised, called, raised_of
 
 LR = 0.5
 K = 4
@@ -1146,7 +1146,7 @@ def test_amp_accumulation_checks_float16_needs_autocast():
 
 
 # ---------------------------------------------------------------------------------------------
-# The kernel half (helpers.collect_accumulation) and what the judge reads back from it
+# The kernel half (helpers.collect.accumulation) and what the judge reads back from it
 # ---------------------------------------------------------------------------------------------
 
 def test_the_collectors_import_no_checks_module():
@@ -1154,7 +1154,7 @@ def test_the_collectors_import_no_checks_module():
     import subprocess
     import sys
 
-    code = ("import sys, helpers.collect_accumulation\n"
+    code = ("import sys, helpers.collect.accumulation\n"
             "print(sorted(name for name in sys.modules if name.startswith('helpers.checks_')))")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert shown.stdout.strip() == "[]"
@@ -1175,7 +1175,7 @@ def test_a_forged_log_can_only_lose_calls_and_unreadable_tensors_fail_the_check(
 def test_a_whole_cycle_graph_is_seen_however_ordinary_pytorch_hides_it():
     """Saved-tensor hooks are per thread and innermost-wins: save_on_cpu, checkpoint, the student's
     own hooks or a worker thread hide a whole cycle's graph from the saved-tensor meter, never from
-    the model's layers (helpers.autograd_graphs)."""
+    the model's layers (helpers.collect.autograd_graphs)."""
     import threading
 
     from torch.utils.checkpoint import checkpoint
@@ -1401,7 +1401,7 @@ def test_exercise_3_reads_the_loss_once_at_the_end_and_leaves_the_parameters():
 
 def test_a_loop_that_clears_the_models_hooks_is_told_so():
     """Clearing a module's forward hooks would hide every forward from the count of graphs alive."""
-    from helpers.autograd_graphs import graphs_alive
+    from helpers.collect.autograd_graphs import graphs_alive
 
     model = MLP(6, 8, 3, seed=11)
     with graphs_alive(model) as graphs:

@@ -1,9 +1,9 @@
-"""Unit tests of helpers.checks_batchnorm: lesson 02's BatchNorm prediction on right and wrong answers."""
+"""Unit tests of helpers.checks.batchnorm: lesson 02's BatchNorm prediction on right and wrong answers."""
 
 import pytest
 import torch
 
-from helpers import checks_batchnorm as cb
+from helpers.checks import batchnorm as cb
 
 START = {"running_mean": torch.full((3,), 0.5), "running_var": torch.full((3,), 2.0)}
 

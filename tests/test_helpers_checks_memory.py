@@ -1,4 +1,4 @@
-"""Unit tests of helpers.checks_memory: the memory lesson's checks on right and wrong answers.
+"""Unit tests of helpers.checks.memory: the memory lesson's checks on right and wrong answers.
 
 Each exercise's check gets a correct function (it passes), the classic mistakes (each fails with
 the message that names it), a function that raises (the course's message, never the raw error),
@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
-from helpers import checks_memory as cm
+from helpers.checks import memory as cm
 from helpers.models import ResidualMLP
 
 # The models are tiny: extra intra-op threads only fight each other (3x slower on 2 cores).

@@ -1,9 +1,9 @@
-"""Unit tests of helpers.checks_precision and helpers.collect_precision: the checks of lesson 01.
+"""Unit tests of helpers.checks.precision and helpers.collect.precision: the checks of lesson 01.
 
 The GradScaler call pattern (check_amp_calls) is tested with lesson 02's accumulation loops in
 tests/test_helpers_checks_accumulation.py; here its single-step use, the audit, cast_fate and
 AMP-step checks, lesson 01's error tables worded by remote.failure, and the checks as the grader runs them:
-the student's function behind a channel (helpers.remote), answering what a kernel would send.
+the student's function behind a channel (helpers.transport.remote), answering what a kernel would send.
 """
 
 import pytest
@@ -11,10 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers import checks_precision, remote, wire
-from helpers.capture import stderr_on_stdout
-from helpers.checks_precision import clip_grads
-from helpers.collect_precision import (
+from helpers.checks import precision as checks_precision
+from helpers.checks.amp_calls import clip_grads
+from helpers.collect.precision import (
     ReusedLeafModel,
     audit_trace,
     build_optimizer,
@@ -29,6 +28,8 @@ from helpers.diagnosis import mistake_name
 from helpers.grads import compare, param_snapshot
 from helpers.models import MLP
 from helpers.spies import record
+from helpers.transport import remote, wire
+from helpers.transport.capture import stderr_on_stdout
 
 # The models are tiny: extra intra-op threads only fight each other (3x slower on 2 cores).
 pytestmark = pytest.mark.usefixtures("torch_on_one_thread")
@@ -412,7 +413,7 @@ def test_clip_grads_scales_to_max_norm_and_leaves_small_gradients():
 
 
 # ---------------------------------------------------------------------------------------------
-# The checks as the grader runs them: inputs and results through helpers.wire, the student's
+# The checks as the grader runs them: inputs and results through helpers.transport.wire, the student's
 # function behind a channel. An honest kernel runs the collector (remote.serve); a lying one sends
 # whatever it likes, and its spies' record alone never passes a check.
 # ---------------------------------------------------------------------------------------------
@@ -467,15 +468,15 @@ def test_a_reused_leaf_model_is_rebuilt_from_the_collectors_module():
     """checks_precision is a stub in the grading kernel: the test cell's model must name a class the
     kernel can import."""
     tree, _ = wire.encode(checks_precision.ReusedLeafModel(8), objects=True)
-    assert tree["class"] == "helpers.collect_precision.ReusedLeafModel"
+    assert tree["class"] == "helpers.collect.precision.ReusedLeafModel"
 
 
 def test_collect_precision_never_imports_the_references():
     import subprocess
     import sys
 
-    probe = ("import sys, helpers.collect_precision; "
-             "assert 'helpers.checks_precision' not in sys.modules, 'imports the references'")
+    probe = ("import sys, helpers.collect.precision; "
+             "assert 'helpers.checks.precision' not in sys.modules, 'imports the references'")
     subprocess.run([sys.executable, "-c", probe], check=True)
 
 

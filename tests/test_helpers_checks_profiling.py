@@ -1,9 +1,9 @@
-"""helpers.checks_profiling: each check passes a correct solution, names each classic mistake, turns
+"""helpers.checks.profiling: each check passes a correct solution, names each classic mistake, turns
 a raised error into a failure that says what the lesson says, and lets nothing reach stderr.
 
 Then the lesson's CUDA-only code runs on a CPU stand-in, so that a first GPU run does not die on an
 attribute error; and the checks run as the grader runs them, the student's function behind a channel
-(helpers.remote), answering what a kernel would send."""
+(helpers.transport.remote), answering what a kernel would send."""
 
 import ast
 import json
@@ -21,9 +21,11 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from torch.utils.data import DataLoader
 
 from course_tools.lessons import REPO_ROOT
-from helpers import checks_profiling as cp
-from helpers import collect_profiling, data, models, remote, wire
+from helpers import data, models
+from helpers.checks import profiling as cp
+from helpers.collect import profiling as collect_profiling
 from helpers.grads import param_snapshot
+from helpers.transport import remote, wire
 
 SOURCE = REPO_ROOT / "source" / "03_profiling" / "profiling.ipynb"
 
@@ -534,7 +536,7 @@ def test_find_bottleneck_cannot_supply_its_own_measurements():
 
 
 # ---------------------------------------------------------------------------------------------
-# The checks as the grader runs them: inputs and results through helpers.wire, the student's
+# The checks as the grader runs them: inputs and results through helpers.transport.wire, the student's
 # function behind a channel. An honest kernel runs the collector (remote.serve); a lying one sends
 # whatever it likes, and what only its process saw never passes a check.
 # ---------------------------------------------------------------------------------------------
@@ -662,8 +664,8 @@ def test_a_kernels_record_alone_earns_nothing():
 def test_collect_profiling_never_imports_the_references():
     import subprocess
 
-    probe = ("import sys, helpers.collect_profiling; "
-             "assert 'helpers.checks_profiling' not in sys.modules, 'imports the references'")
+    probe = ("import sys, helpers.collect.profiling; "
+             "assert 'helpers.checks.profiling' not in sys.modules, 'imports the references'")
     subprocess.run([sys.executable, "-c", probe], check=True)
     assert cp.Phase is collect_profiling.Phase
 

@@ -1,4 +1,4 @@
-"""Unit tests of helpers.checks_recompute: lesson 04's forward-pass prediction on right and wrong answers."""
+"""Unit tests of helpers.checks.recompute: lesson 04's forward-pass prediction on right and wrong answers."""
 
 import math
 
@@ -6,8 +6,8 @@ import numpy
 import pytest
 import torch
 
-from helpers import checks_recompute as cr
 from helpers import models
+from helpers.checks import recompute as cr
 
 # (depth, blocks_per_segment, accum_steps, checkpoint_last): every case the exercise states.
 CASES = [(8, 3, 3, True), (8, 2, 4, False), (6, None, 3, True), (5, 5, 2, True), (5, 5, 2, False),

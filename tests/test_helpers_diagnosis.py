@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from helpers import diagnosis, remote
+from helpers import diagnosis
+from helpers.transport import remote
 
 
 class RecordingShell(InteractiveShell):
@@ -29,7 +30,7 @@ def shell(monkeypatch):
 def test_a_failed_check_shows_its_message_alone(shell):
     assert diagnosis.show_diagnoses_first(shell)
     # A check of the course raises from helpers: here, a compare() given two different dicts.
-    shell.run_cell("import torch\nfrom helpers import checks_accumulation\n"
+    shell.run_cell("import torch\nfrom helpers.checks import accumulation as checks_accumulation\n"
                    "checks_accumulation.check_returned_losses([1.0], [2.0])")
     [(name, lines)] = shell.shown
     assert name == "AssertionError" and lines[0].startswith("AssertionError: ")
@@ -62,8 +63,12 @@ def test_outside_ipython_it_does_nothing():
 # ---------------------------------------------------------------------------------------------
 
 HELPERS = Path(__file__).resolve().parent.parent / "helpers"
-# The checks, and the collectors' modules: collect_precision.check_amp_calls judges on the check's side.
-CHECK_FILES = sorted([*HELPERS.glob("checks_*.py"), *HELPERS.glob("collect_*.py")])
+# The judges, and the collectors, which must not judge (a failure they raise would bypass the names).
+CHECK_FILES = sorted([*HELPERS.rglob("checks/**/*.py"), *HELPERS.rglob("collect/**/*.py")])
+def _key(path: Path) -> str:
+    return path.relative_to(HELPERS).as_posix()
+
+
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 # Where a check passes a mistake's name through a variable rather than writing it at the call:
@@ -74,28 +79,28 @@ PASSED_THROUGH = {
     # A cause chosen among several by a helper that returns (name, words): _gradient_diagnosis
     # (its names as literals, or MISTAKE_NAMES), _diagnose_bottleneck, _schedule_problem,
     # _training_hint, _saved_hint, _peak_hint (PEAK_MISTAKE_NAMES).
-    ("checks_accumulation.py", "_explain_wrong_updates", "name"),
-    ("checks_profiling.py", "check_find_bottleneck", "cause"),
-    ("checks_profiling.py", "check_find_bottleneck", "problem_name"),
-    ("checks_profiling.py", "check_find_bottleneck", "problem_name or 'shares_not_per_phase'"),
-    ("checks_memory.py", "check_training_bytes", "cause"),
-    ("checks_memory.py", "check_saved_bytes", "cause"),
-    ("checks_memory.py", "check_checkpointed_forward", "cause"),
+    ("checks/accumulation.py", "_explain_wrong_updates", "name"),
+    ("checks/profiling.py", "check_find_bottleneck", "cause"),
+    ("checks/profiling.py", "check_find_bottleneck", "problem_name"),
+    ("checks/profiling.py", "check_find_bottleneck", "problem_name or 'shares_not_per_phase'"),
+    ("checks/memory.py", "check_training_bytes", "cause"),
+    ("checks/memory.py", "check_saved_bytes", "cause"),
+    ("checks/memory.py", "check_checkpointed_forward", "cause"),
     # A cause set, as a literal, beside the words it explains, in the branches just above the raise.
-    ("checks_profiling.py", "check_compare_speed", "cause"),
+    ("checks/profiling.py", "check_compare_speed", "cause"),
     # One of the three calls counted once per update, each with its own name in the loop's table.
-    ("collect_precision.py", "check_amp_calls", "wrong_count"),
+    ("checks/amp_calls.py", "check_amp_calls", "wrong_count"),
     # The same diagnosis in other words keeps the name the failure it rewords was given.
-    ("checks_accumulation.py", "_reworded", "name"),
+    ("checks/accumulation.py", "_reworded", "name"),
     # The one known mistake the student's prediction matches, by its MISTAKE_NAMES entry.
-    ("checks_batchnorm.py", "check_running_stats",
+    ("checks/batchnorm.py", "check_running_stats",
      "MISTAKE_NAMES[matches[0]] if len(matches) == 1 else 'wrong_prediction'"),
-    ("checks_recompute.py", "check_block_forwards",
+    ("checks/recompute.py", "check_block_forwards",
      "MISTAKE_NAMES[named[0]] if len(named) == 1 else 'wrong_prediction'"),
 }
 
 # An assert that is the test's own precondition, not a diagnosis of the student's work.
-PRECONDITIONS = {("checks_memory.py", "check_plan_raises")}
+PRECONDITIONS = {("checks/memory.py", "check_plan_raises")}
 
 
 def _calls_in_functions(tree):
@@ -119,19 +124,19 @@ def _literal_names(node) -> list[str] | None:
     return None
 
 
-@pytest.mark.parametrize("path", CHECK_FILES, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", CHECK_FILES, ids=_key)
 def test_a_check_raises_no_unnamed_assertion(path):
     for function, node in _calls_in_functions(ast.parse(path.read_text())):
-        where = f"{path.name}:{getattr(node, 'lineno', '?')} in {function}"
+        where = f"{_key(path)}:{getattr(node, 'lineno', '?')} in {function}"
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
             assert not (isinstance(node.exc.func, ast.Name) and node.exc.func.id == "AssertionError"), (
                 f"{where}: raise mistake(name, message) instead of AssertionError(message)")
         if isinstance(node, ast.Assert) and node.msg is not None:
-            assert (path.name, function) in PRECONDITIONS, (
+            assert (_key(path), function) in PRECONDITIONS, (
                 f"{where}: a diagnosis is `if not (cond): raise mistake(name, message)`, not an assert")
 
 
-@pytest.mark.parametrize("path", CHECK_FILES, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", CHECK_FILES, ids=_key)
 def test_every_mistake_is_named_by_a_literal_name(path):
     passed = set()
     for function, node in _calls_in_functions(ast.parse(path.read_text())):
@@ -140,30 +145,28 @@ def test_every_mistake_is_named_by_a_literal_name(path):
         callee = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
         if callee not in ("mistake", "Known"):
             continue
-        where = f"{path.name}:{node.lineno} in {function}"
+        where = f"{_key(path)}:{node.lineno} in {function}"
         assert node.args, f"{where}: {callee}() without a name"
         names = _literal_names(node.args[0])
         if names is None:
             source = ast.unparse(node.args[0])
-            assert callee == "mistake" and (path.name, function, source) in PASSED_THROUGH, (
+            assert callee == "mistake" and (_key(path), function, source) in PASSED_THROUGH, (
                 f"{where}: {callee}({source}, ...): write the mistake's name as a string literal, or "
                 "document the variable in PASSED_THROUGH")
-            passed.add((path.name, function, source))
+            passed.add((_key(path), function, source))
         for name in names or ():
             assert NAME.match(name), f"{where}: {name!r} is not a lower_snake_case name"
-    documented = {entry for entry in PASSED_THROUGH if entry[0] == path.name}
+    documented = {entry for entry in PASSED_THROUGH if entry[0] == _key(path)}
     assert documented <= passed, f"PASSED_THROUGH documents calls that no longer exist: {documented - passed}"
 
 
 def test_the_name_tables_hold_names():
     """The tables a check picks a mistake's name from: every entry a name, one for every mistake."""
-    from helpers import (
-        checks_accumulation,
-        checks_batchnorm,
-        checks_memory,
-        checks_precision,
-        checks_recompute,
-    )
+    from helpers.checks import accumulation as checks_accumulation
+    from helpers.checks import batchnorm as checks_batchnorm
+    from helpers.checks import memory as checks_memory
+    from helpers.checks import precision as checks_precision
+    from helpers.checks import recompute as checks_recompute
 
     tables = [(checks_accumulation.MISTAKE_NAMES, checks_accumulation.MISTAKE_MESSAGES),
               (checks_batchnorm.MISTAKE_NAMES, checks_batchnorm.MISTAKES),
@@ -207,7 +210,7 @@ def test_what_cannot_be_called_or_read_is_named():
 
 
 def test_a_reworded_failure_keeps_its_name():
-    from helpers import checks_accumulation
+    from helpers.checks import accumulation as checks_accumulation
 
     with pytest.raises(AssertionError, match="^here: wrong$") as raised, checks_accumulation.prefixed("here"):
         raise diagnosis.mistake("some_mistake", "wrong")

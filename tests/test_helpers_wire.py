@@ -1,4 +1,4 @@
-"""helpers.wire and helpers.remote: what crosses between a check and the student's code."""
+"""helpers.transport.wire and .remote: what crosses between a check and the student's code."""
 
 import math
 
@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from helpers import models, remote, wire
+from helpers import models
+from helpers.transport import remote, wire
 
 
 def round_trip(value, objects=False):

@@ -5,7 +5,7 @@ import builtins
 import pytest
 import torch
 
-import helpers.checks_accumulation
+import helpers.checks.accumulation
 from course_tools.grading.kernel_guard import Guard
 
 
@@ -62,24 +62,24 @@ def test_patched_builtin_is_restored(guard):
 
 
 def test_replaced_helper_function_and_its_code(guard):
-    check = helpers.checks_accumulation.check_updates
-    helpers.checks_accumulation.check_updates = lambda *args, **kwargs: None
-    original_code = helpers.checks_accumulation.token_references.__code__
-    helpers.checks_accumulation.token_references.__code__ = (lambda *args, **kwargs: None).__code__
+    check = helpers.checks.accumulation.check_updates
+    helpers.checks.accumulation.check_updates = lambda *args, **kwargs: None
+    original_code = helpers.checks.accumulation.token_references.__code__
+    helpers.checks.accumulation.token_references.__code__ = (lambda *args, **kwargs: None).__code__
     undone = guard.restore({})
-    assert "helpers.checks_accumulation.check_updates" in undone
-    assert "helpers.checks_accumulation.token_references.__code__" in undone
-    assert helpers.checks_accumulation.check_updates is check
-    assert helpers.checks_accumulation.token_references.__code__ is original_code
+    assert "helpers.checks.accumulation.check_updates" in undone
+    assert "helpers.checks.accumulation.token_references.__code__" in undone
+    assert helpers.checks.accumulation.check_updates is check
+    assert helpers.checks.accumulation.token_references.__code__ is original_code
 
 
 def test_remembered_globals_come_back(guard):
-    namespace = {"checks_accumulation": helpers.checks_accumulation, "torch": torch}
+    namespace = {"checks_accumulation": helpers.checks.accumulation, "torch": torch}
     guard.remember(namespace, ["checks_accumulation", "torch", "not_bound_here"])
     namespace["checks_accumulation"] = object()
     namespace["my_function"] = len  # the student's own names are theirs
     undone = guard.restore(namespace)
-    assert namespace["checks_accumulation"] is helpers.checks_accumulation
+    assert namespace["checks_accumulation"] is helpers.checks.accumulation
     assert namespace["my_function"] is len
     assert undone == ["the global 'checks_accumulation'"]
 
@@ -88,10 +88,10 @@ def test_replaced_module_in_sys_modules(guard, monkeypatch):
     import sys
     import types
 
-    monkeypatch.setitem(sys.modules, "helpers.checks_accumulation",
-                        types.ModuleType("helpers.checks_accumulation"))
-    assert "sys.modules['helpers.checks_accumulation']" in guard.restore({})
-    assert sys.modules["helpers.checks_accumulation"] is helpers.checks_accumulation
+    monkeypatch.setitem(sys.modules, "helpers.checks.accumulation",
+                        types.ModuleType("helpers.checks.accumulation"))
+    assert "sys.modules['helpers.checks.accumulation']" in guard.restore({})
+    assert sys.modules["helpers.checks.accumulation"] is helpers.checks.accumulation
 
 
 def test_ordinary_training_and_spies_leave_no_trace(guard):

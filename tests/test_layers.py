@@ -87,3 +87,63 @@ def test_names_come_from_the_module_that_defines_them(path):
     borrowed = [f"{name} from {module}" for module, names in course_imports(path) for name in names
                 if module in MODULES and name not in defined_names(MODULES[module])]
     assert not borrowed, f"{path.name} imports names their module only re-exports: {borrowed}"
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers/ by who runs it: the student's tools at the top, the judges in checks/ (the grader's
+# process only), the collectors in collect/ (next to the student's code) and transport/ between.
+# ---------------------------------------------------------------------------------------------
+
+HELPERS = REPO_ROOT / "helpers"
+# Each room, and the rooms it must never import from.
+FORBIDDEN = {
+    "tools": ("checks", "collect"),
+    "transport": ("checks", "collect"),
+    "collect": ("checks",),
+    "checks": (),
+}
+
+
+def helpers_room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) >= 2 and parts[1] in FORBIDDEN else "tools"
+
+
+def helpers_imports(path: Path) -> set[str]:
+    """Every helpers module the file imports, at any depth (a name imported from a package that is
+    a module of its own counts as that module)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "helpers":
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                is_module = (REPO_ROOT / (submodule.replace(".", "/") + ".py")).exists()
+                found.add(submodule if is_module else node.module)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "helpers"}
+    return found
+
+
+HELPER_MODULES = {module_name(path): path for path in sorted(HELPERS.rglob("*.py"))}
+
+
+@pytest.mark.parametrize("module", sorted(HELPER_MODULES))
+def test_each_helpers_room_imports_only_what_it_may(module):
+    room = helpers_room(module)
+    wrong = sorted(target for target in helpers_imports(HELPER_MODULES[module])
+                   if helpers_room(target) in FORBIDDEN[room])
+    assert not wrong, (f"{module} ({room}) imports {wrong}: the student's tools and the transport never "
+                       "import judges or collectors, and a collector never imports a judge")
+
+
+def test_the_rooms_hold_what_their_names_say():
+    rooms = {helpers_room(module) for module in HELPER_MODULES}
+    assert rooms == set(FORBIDDEN), rooms
+    tools = [module for module in HELPER_MODULES if helpers_room(module) == "tools"]
+    assert not [m for m in tools if m.split(".")[-1].startswith(("checks", "collect"))], tools
+
+
+@pytest.mark.parametrize("path", sorted(HELPERS.rglob("*.py")), ids=lambda path: str(path.relative_to(HELPERS)))
+def test_no_helpers_module_is_over_400_lines(path):
+    lines = len(path.read_text().splitlines())
+    assert lines <= 400, f"{path.relative_to(REPO_ROOT)} has {lines} lines: split it by exercise or by job"

@@ -10,7 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import checks_accumulation, checks_batchnorm, checks_precision, checks_profiling, data, models
+from helpers import data, models
+from helpers.checks import accumulation as checks_accumulation
+from helpers.checks import batchnorm as checks_batchnorm
+from helpers.checks import precision as checks_precision
+from helpers.checks import profiling as checks_profiling
 from helpers.data import make_blobs
 from helpers.grads import compare, near
 

@@ -755,7 +755,8 @@ def test_the_setting_is_read_from_the_configuration():
 
 
 REFERENCES_PROBE = """
-from helpers import checks_memory, collect_memory
+from helpers.collect import memory as collect_memory
+from helpers.checks import memory as checks_memory
 print("stub:", getattr(checks_memory, "GRADER_ONLY", None),
       checks_memory.__file__.endswith("checks_memory.py"))
 try:
@@ -772,7 +773,7 @@ def test_the_exercises_references_are_not_in_the_sandbox(tmp_path):
     """A helpers module marked GRADER_ONLY computes the answers: the kernel gets a stub in its place."""
     output, _, _ = run_probe(tmp_path, REFERENCES_PROBE)
     assert "stub: True True" in output
-    assert "reference: helpers.checks_memory.measure_training_bytes is not available while" in output
+    assert "reference: helpers.checks.memory.measure_training_bytes is not available while" in output
     assert "collectors: True" in output
 
 

@@ -8,7 +8,7 @@ with the feedback's diagnosis (`# says:`), except those its file declares with
 `# validate-misses: <grade id> <why>` (docs/demo-class.md gives each reason). Two correct
 submissions of lesson 04 (the quickest to run) must validate cleanly: the worked solution, and
 `alternative_positions`, whose functions warn and write to stderr while tested. Grading ignores
-stderr, and the checks show it on stdout (`helpers.capture.stderr_on_stdout`), so Validate agrees.
+stderr, and the checks show it on stdout (`helpers.transport.capture.stderr_on_stdout`), so Validate agrees.
 
 Those two run in kernels started afresh, as the button starts them. The mistakes run in kernels
 forked from one that has already imported torch, ipykernel and matplotlib (tests/forked_kernels.py):

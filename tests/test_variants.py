@@ -1,4 +1,4 @@
-"""Hidden tests whose inputs differ per student under a course secret (helpers.variants).
+"""Hidden tests whose inputs differ per student under a course secret (helpers.checks.variants).
 
 The demo classes' correct work passes under three secrets, their realistic mistakes lose what they
 declare under one, a submission tuned to the published hidden inputs loses, two students draw
@@ -17,7 +17,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from course_tools.grading.execute import GuardedExecute
 from course_tools.jobs.demo_class import kind_of, load_demo_class
 from course_tools.lessons import REPO_ROOT, assignment_ids
-from helpers import variants
+from helpers.checks import variants
 
 LESSONS = assignment_ids(REPO_ROOT)
 SECRETS = ("a first course secret", "a second one", "and a third")
@@ -99,7 +99,7 @@ def test_two_students_draw_different_inputs_and_no_secret_gives_the_defaults():
     assert variants.draw("ex1").fixed, "outside grading the draws are the defaults again"
 
 
-SETUP = "from helpers import remote\nfrom helpers.collect_memory import collect_saved_bytes"
+SETUP = "from helpers.transport import remote\nfrom helpers.collect.memory import collect_saved_bytes"
 STUDENT = ("import os, sys\n"
            "def answer(a, b):\n"
            "    print(sorted(os.environ), sys.argv)\n"
@@ -108,7 +108,7 @@ STUDENT = ("import os, sys\n"
 TEST = ('outcome = remote.run_student(answer, collect_saved_bytes, 3, 4)\n'
         'assert outcome["value"] == 12\n'
         '### BEGIN HIDDEN TESTS\n'
-        'from helpers import variants\n'
+        'from helpers.checks import variants\n'
         'a = variants.draw("ex1").pick(5, 6, 7, 8, 9, 10, 11)\n'
         'hidden = remote.run_student(answer, collect_saved_bytes, a, 7)\n'
         'assert hidden["value"] == 7 * a, "the hidden check"\n'

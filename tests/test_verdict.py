@@ -17,7 +17,8 @@ def graded(grade_id, source, **flags):
     return cell
 
 
-SETUP = "from helpers import remote\nfrom helpers.collect_memory import collect_saved_bytes\nFACTOR = 2"
+SETUP = ("from helpers.transport import remote\n"
+         "from helpers.collect.memory import collect_saved_bytes\nFACTOR = 2")
 TEST = ('outcome = remote.run_student(answer, collect_saved_bytes, 3, 4)\n'
         'error = remote.raised_of(outcome)\n'
         'assert error is None, f"answer stopped with {error}"\n'
@@ -113,7 +114,7 @@ def test_what_a_test_prints_of_a_students_value_is_capped(tmp_path):
 
 
 def test_the_restored_note_names_what_was_patched_in_a_few_short_names(tmp_path):
-    patch = ("from helpers import remote\n"
+    patch = ("from helpers.transport import remote\n"
              "for n in range(20):\n    setattr(remote.Raised, str(n) * 100_000, 1)\n"
              "def answer(a, b):\n    return a * b")
     cells = judged(tmp_path, patch, "TEST")

@@ -31,7 +31,7 @@ from course_tools.cells import grade_id, is_solution, is_test  # noqa: E402
 from course_tools.grading.demonstrations import SKIP_TAG  # noqa: E402
 from course_tools.jobs.demo_class import DEMO_ROOT, load_demo_class, student_code  # noqa: E402
 from course_tools.lessons import REPO_ROOT  # noqa: E402
-from helpers import variants  # noqa: E402
+from helpers.checks import variants  # noqa: E402
 
 
 def _exercise(name: str | None) -> str:

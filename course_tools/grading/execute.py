@@ -52,7 +52,7 @@ from course_tools.grading.outcomes import (
 )
 from course_tools.grading.sandbox import SandboxedKernelManager, grading_sandbox
 from course_tools.grading.verdict import GraderSideTests
-from helpers.variants import SECRET_ENVIRONMENT, grading_student
+from helpers.checks.variants import SECRET_ENVIRONMENT, grading_student
 
 # The row of the cell-times file that counts a kernel's start (sandbox, Python, ipykernel, guard).
 KERNEL_START = "(kernel start)"
@@ -126,7 +126,7 @@ class GuardedExecute(Execute):
                                       ).tag(config=True)
     variant_secret_file = Unicode("", help=(
         "a file holding the course's secret that makes hidden tests' inputs differ per student "
-        f"(helpers.variants); when empty, the environment variable {SECRET_ENVIRONMENT} is read. "
+        f"(helpers.checks.variants); when empty, the environment variable {SECRET_ENVIRONMENT} is read. "
         "Without either, hidden tests use their published inputs")).tag(config=True)
 
     @default("shutdown_kernel")

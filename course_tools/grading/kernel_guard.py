@@ -12,7 +12,7 @@ IPython's input pipeline sees or rewrites the grader's requests:
 
 - `describe`: what each name a test reads is in the notebook (a function, a plain value, missing);
 - `call`: run one of the lesson's collectors on the student's function, with the inputs the
-  grader chose, and answer with plain data (helpers.wire);
+  grader chose, and answer with plain data (helpers.transport.wire);
 - `reset` (IPython's input pipeline too) before a read-only cell that IPython runs, and
   `remember` after it: the globals those trusted cells bound, as they were right after the cell ran.
 
@@ -303,7 +303,7 @@ class Handler:
         through `call`, a value (as plain data), or missing. The helpers that encode it are put
         back first: a cell may have rewritten them as it may any function."""
         undone = self.interpreter.reset_python() + self.guard.restore(self.namespace)
-        from helpers import wire
+        from helpers.transport import wire
 
         kinds, values = {}, {}
         for name in names:
@@ -324,7 +324,7 @@ class Handler:
     def op_call(self, collector: str, function: str, inputs) -> dict:
         """Run a check's collector on the student's function, with the grader's interpreter hooks
         and helpers put back first; answer with its plain-data result."""
-        from helpers import remote
+        from helpers.transport import remote
 
         undone = self.interpreter.reset_python() + self.guard.restore(self.namespace)
         if function not in self.namespace:

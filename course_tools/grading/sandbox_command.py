@@ -226,32 +226,32 @@ def _python_binds(python: KernelPython) -> list[str]:
             continue
         binds += ["--ro-bind", shown, shown]
         bound.append(shown)
-    for places in python.packages.values():
-        binds += _grader_only_binds(places)
+    for package, places in python.packages.items():
+        binds += _grader_only_binds(package, places)
     return binds
 
 
-GRADER_ONLY_MARK = "GRADER_ONLY = True"
+# The folders of a course package whose modules are the grader's alone: the judges compute the
+# exercises' references, and inside the sandbox a stub stands over each of them.
+GRADER_ONLY_FOLDERS = {"helpers": ("checks",)}
 GRADER_ONLY_STUB = Path(__file__).with_name("grader_only_stub.py")
 
 
-def _grader_only_binds(places) -> list[str]:
-    """A stub over each module of a package that marks itself GRADER_ONLY (it computes the exercises'
-    references), and an empty __pycache__, so that no cached copy of the real one loads."""
+def _grader_only_binds(package: str, places) -> list[str]:
+    """A stub over each module of the package's GRADER_ONLY_FOLDERS, at any depth (the folder's own
+    __init__ aside, so that importing one still works and says why it is empty), and an empty
+    __pycache__ there, so that no cached copy of a real one loads."""
     binds: list[str] = []
     for place in places:
-        folder = Path(place)
-        if not folder.is_dir():
-            continue
-        for module in sorted(folder.glob("*.py")):
-            try:
-                marked = any(line.strip() == GRADER_ONLY_MARK for line in module.read_text().splitlines())
-            except (OSError, UnicodeDecodeError):
+        for name in GRADER_ONLY_FOLDERS.get(package, ()):
+            folder = Path(place) / name
+            if not folder.is_dir():
                 continue
-            if marked:
-                binds += ["--ro-bind", str(GRADER_ONLY_STUB), str(module)]
-        if binds and (folder / "__pycache__").is_dir():
-            binds += ["--tmpfs", str(folder / "__pycache__")]
+            for module in sorted(folder.rglob("*.py")):
+                if module != folder / "__init__.py":
+                    binds += ["--ro-bind", str(GRADER_ONLY_STUB), str(module)]
+            for cache in sorted(folder.rglob("__pycache__")):
+                binds += ["--tmpfs", str(cache)]
     return binds
 
 

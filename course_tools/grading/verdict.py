@@ -4,11 +4,11 @@ A test cell never reaches the kernel, in any assignment.
 The grader runs the notebook's read-only setup cell once in a namespace of its own, then each test
 cell's release source there. The names a test reads that neither the setup nor the test binds are
 the student's: the kernel says what each one is (`describe`); a value comes back as plain data
-(helpers.wire), a function becomes a `helpers.remote.StudentFunction` whose calls, made by the
-checks through `run_student`, go to the kernel as one `call` request each: the collector's name,
-the function's name and the inputs the check chose. The kernel answers with plain data, and the
-check judges it here. The test's source, its hidden part and its references never enter the
-kernel, so nothing there can read, patch or print them.
+(helpers.transport.wire), a function becomes a `helpers.transport.remote.StudentFunction` whose
+calls, made by the checks through `run_student`, go to the kernel as one `call` request each: the
+collector's name, the function's name and the inputs the check chose. The kernel answers with
+plain data, and the check judges it here. The test's source, its hidden part and its references
+never enter the kernel, so nothing there can read, patch or print them.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ class GraderSideTests:
         return self.namespace
 
     def _students_names(self, index: int, cell, names: list[str]) -> dict:
-        from helpers import remote, wire
+        from helpers.transport import remote, wire
 
         # As long as a call may take, and never past the notebook's time budget.
         reply = self.executor.guard_channel.ask(index, "describe", min(60, self.executor.cell_timeout()),

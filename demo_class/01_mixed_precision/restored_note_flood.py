@@ -4,7 +4,7 @@
 # loses:
 # says: and 12 more
 # %% ex4_1_solution
-from helpers import remote
+from helpers.transport import remote
 
 for _number in range(20):
     setattr(remote.Raised, str(_number) * 100_000, 1)

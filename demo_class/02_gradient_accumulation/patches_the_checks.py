@@ -6,6 +6,8 @@
 # %% ex1_1_solution
 import contextlib
 
+from helpers.checks import accumulation as checks_accumulation
+
 
 def train_accumulated(model, optimizer, loss_fn, micro_batches, accum_steps):
     return []

@@ -4,8 +4,8 @@ Each collector runs next to the student's code (the notebook's kernel), gets the
 chose, calls the student's function inside `stderr_on_stdout()` and returns what came out and what
 the lesson's tools observed while it ran: the fake machine's event log, the phases and prof.step()
 calls in order and the student's profiler's own table, the DataLoaders and host syncs of an epoch.
-It judges nothing: helpers.checks_profiling does, in the grader's process at grading (see
-helpers.remote). What cannot travel is built here from plain specs: the phases of Exercise 2, the
+It judges nothing: helpers.checks.profiling does, in the grader's process at grading (see
+helpers.transport.remote). What cannot travel is built here from plain specs: the phases of Exercise 2, the
 trace files of Exercise 3 (written in this process's own temporary folder, which the grader's
 cannot see, one of them a real trace profiled here), the optimizer of Exercise 4.
 """
@@ -24,10 +24,11 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from helpers import remote, spies, wire
-from helpers.capture import stderr_on_stdout
+from helpers import spies
 from helpers.fakes import FakeMachine
 from helpers.grads import param_snapshot
+from helpers.transport import remote, wire
+from helpers.transport.capture import stderr_on_stdout
 
 # ----------------------------------------------------------------------------------------------
 # Exercise 1: compare_speed on a fake machine

@@ -1,6 +1,6 @@
 """The student's side of lesson 04's forward-pass prediction (Exercise 6): call it, report plain data.
 
-It judges nothing (helpers.checks_recompute does, in the grader's process at grading). It reports
+It judges nothing (helpers.checks.recompute does, in the grader's process at grading). It reports
 the prediction as an exact int, or what else came back, and how many module forwards ran while the
 prediction was made, since the exercise asks for arithmetic, not a run.
 """
@@ -13,8 +13,8 @@ import numpy
 import torch
 from torch import nn
 
-from helpers import remote
-from helpers.capture import stderr_on_stdout
+from helpers.transport import remote
+from helpers.transport.capture import stderr_on_stdout
 
 
 def _whole_count(value) -> int | None:

@@ -1,6 +1,6 @@
 """The student's side of lesson 02's BatchNorm prediction: call the function, report plain data.
 
-It judges nothing (helpers.checks_batchnorm does, in the grader's process at grading); it reports
+It judges nothing (helpers.checks.batchnorm does, in the grader's process at grading); it reports
 what the student's function returned, whether it changed the tensors it was given, and how many
 batch-norm operations ran while it did, since the exercise asks for a prediction, not a run.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from helpers import remote
-from helpers.capture import stderr_on_stdout
+from helpers.transport import remote
+from helpers.transport.capture import stderr_on_stdout
 
 
 class _BatchNormCounter(torch.overrides.TorchFunctionMode):

@@ -5,8 +5,8 @@ old gradients the check put in its .grad), the micro-batches and the specs of th
 GradScaler, builds those here (neither can travel), runs the student's function inside
 `stderr_on_stdout()` with the lesson's spies installed and returns what came out: the returned
 value or the error, the final parameters, the gradients each optimizer.step saw and the calls the
-spies recorded. It judges nothing: helpers.checks_accumulation does, in the grader's process at
-grading (see helpers.remote). Nothing here may import a checks_* module: those are GRADER_ONLY.
+spies recorded. It judges nothing: helpers.checks.accumulation does, in the grader's process at
+grading (see helpers.transport.remote). Nothing here may import a checks_* module: those are GRADER_ONLY.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from helpers import remote, spies
-from helpers.autograd_graphs import graphs_alive
-from helpers.capture import stderr_on_stdout
+from helpers import spies
+from helpers.collect.autograd_graphs import graphs_alive
 from helpers.grads import grad_snapshot, param_snapshot
 from helpers.memory import SavedTensorMeter
+from helpers.transport import remote
+from helpers.transport.capture import stderr_on_stdout
 
 OPTIMIZERS = {"SGD": torch.optim.SGD, "Adam": torch.optim.Adam}
 

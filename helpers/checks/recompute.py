@@ -1,7 +1,7 @@
 """Reference and diagnoses for lesson 04's prediction of the forward passes per update (Exercise 6).
 
 The check chooses the configuration, has the student's prediction made by
-helpers.collect_recompute, then trains a real ResidualMLP here for one update, checkpointed as the
+helpers.collect.recompute, then trains a real ResidualMLP here for one update, checkpointed as the
 configuration says, counts every block forward that starts (in the forward pass and in backward's
 recomputation) and names the mistake whose count the student's matches.
 
@@ -14,13 +14,11 @@ import math
 
 import torch
 
-from helpers import remote
-from helpers.checks_memory import segment_sizes, segmented_forward
-from helpers.collect_recompute import collect_block_forwards
+from helpers.checks.memory import segment_sizes, segmented_forward
+from helpers.collect.recompute import collect_block_forwards
 from helpers.diagnosis import mistake
 from helpers.models import ResidualMLP
-
-GRADER_ONLY = True
+from helpers.transport import remote
 
 
 def _checkpointed_sizes(depth: int, blocks_per_segment: int | None, checkpoint_last: bool) -> list[int]:

@@ -10,7 +10,7 @@ A check that calls a student's function is written in two halves:
 
 `run_student(function, collect, *inputs)` joins them. In the student's own notebook (running a
 test cell, Validate) both halves run in one process, the inputs and the result still making the
-round trip through helpers.wire, so a check behaves the same on both transports. At grading the
+round trip through helpers.transport.wire, so a check behaves the same on both transports. At grading the
 test cell runs in the grader's process: the student's functions there are `StudentFunction`s,
 names the grader asks the sandboxed kernel to call, and only the collector's plain data comes
 back. A test may also call one directly (`assert add(1, 2) == 3`): that is `plain_call`, one
@@ -27,8 +27,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from helpers import wire
 from helpers.diagnosis import mistake
+from helpers.transport import wire
 
 _COLLECTORS: dict[str, Callable] = {}
 
@@ -199,7 +199,7 @@ def raise_if_raised(function: str, outcome: dict, **wording) -> None:
 @collector
 def plain_call(function: Callable, *args, **kwargs) -> dict:
     """The collector of a plain call: what function(*args, **kwargs) returned or raised."""
-    from helpers.capture import stderr_on_stdout
+    from helpers.transport.capture import stderr_on_stdout
 
     with stderr_on_stdout():
         return called(function, *args, **kwargs)

@@ -1,7 +1,7 @@
 """Reference measurements and diagnoses for the memory lesson's exercises (lesson 04).
 
 Each check chooses the inputs, has the student's function run on them by its collector in
-helpers.collect_memory (through helpers.remote: in the same process in the student's notebook, in
+helpers.collect.memory (through helpers.transport.remote: in the same process in the student's notebook, in
 the sandboxed kernel at grading), measures the truth here (a real optimizer step, the saved-tensor
 meter, the peak of a forward and backward done the reference's way and the known wrong ways) and
 raises an AssertionError that names the mistake it recognises. An exception the student's code
@@ -20,8 +20,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
-from helpers import remote
-from helpers.collect_memory import (
+from helpers.collect.memory import (
     PeakMeasure,
     collect_checkpointed_forward,
     collect_plan,
@@ -37,8 +36,7 @@ from helpers.memory import (
     parameter_bytes,
     peak_bytes,
 )
-
-GRADER_ONLY = True
+from helpers.transport import remote
 
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam")
 PARTS = ("parameters", "gradients", "optimizer")

@@ -2,8 +2,8 @@
 
 Each collector runs next to the student's code (the notebook's kernel), gets the inputs the check
 chose, calls the student's function inside `stderr_on_stdout()` and returns what came out and what
-the lesson's tools observed while it ran. It judges nothing: helpers.checks_memory does, in the
-grader's process at grading (see helpers.remote).
+the lesson's tools observed while it ran. It judges nothing: helpers.checks.memory does, in the
+grader's process at grading (see helpers.transport.remote).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from helpers import remote, wire
-from helpers.capture import stderr_on_stdout
 from helpers.grads import clone_model, compare, grad_snapshot, param_snapshot
 from helpers.memory import peak_bytes
+from helpers.transport import remote, wire
+from helpers.transport.capture import stderr_on_stdout
 
 
 def _whole_number(value) -> int | None:

@@ -1,7 +1,7 @@
 """Reference and diagnoses for lesson 02's BatchNorm prediction (Exercise 6).
 
 The check chooses the micro-batches and the starting statistics, has the student's prediction
-made by helpers.collect_batchnorm, runs a real nn.BatchNorm1d over the same micro-batches here and
+made by helpers.collect.batchnorm, runs a real nn.BatchNorm1d over the same micro-batches here and
 names the mistake whose prediction the student's matches.
 
 At grading this module is replaced by a stub inside the sandbox (GRADER_ONLY below).
@@ -14,11 +14,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from helpers import remote
-from helpers.collect_batchnorm import collect_running_stats
+from helpers.collect.batchnorm import collect_running_stats
 from helpers.diagnosis import mistake
+from helpers.transport import remote
 
-GRADER_ONLY = True
 RTOL, ATOL = 1e-5, 1e-6
 
 

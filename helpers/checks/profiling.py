@@ -3,7 +3,7 @@ the check knows by construction (a fake clock, phases that sleep for known times
 writes, a reference training run), and names the classic mistake it sees.
 
 Each check chooses the inputs, has the student's function run on them by its collector in
-helpers.collect_profiling (through helpers.remote: in the same process in the student's notebook,
+helpers.collect.profiling (through helpers.transport.remote: in the same process in the student's notebook,
 in the sandboxed kernel at grading) and judges here what came back: it replays the fake machine's
 event log on its own machine, reads the student's profiler's table as data, and trains the
 reference epoch itself. What only the student's process can observe (host syncs, DataLoader
@@ -28,8 +28,8 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerAction
 from torch.utils.data import DataLoader
 
-from helpers import grads, remote
-from helpers.collect_profiling import (
+from helpers import grads
+from helpers.collect.profiling import (
     EVENT_LETTERS,
     STEP,
     Phase,
@@ -42,8 +42,7 @@ from helpers.collect_profiling import (
 )
 from helpers.diagnosis import mistake
 from helpers.fakes import FakeMachine
-
-GRADER_ONLY = True
+from helpers.transport import remote
 
 __all__ = ["Phase", "STEP", "check_compare_speed", "check_fast_epoch", "check_find_bottleneck",
            "check_phase_shares", "check_profiled_trace_shares", "labelled_shares", "reference_epoch",
@@ -524,7 +523,7 @@ def labelled_shares(events, phases: Sequence[str]) -> dict[str, float]:
 
 def check_profiled_trace_shares(phase_shares: Callable, phases: Sequence[str]) -> dict:
     """Run phase_shares on a real trace, passed as a str: a small training loop profiled where the
-    student's function runs, each phase labelled (helpers.collect_profiling.profiled_loop_events).
+    student's function runs, each phase labelled (helpers.collect.profiling.profiled_loop_events).
     Assert the shares this check works out from that trace's events."""
     outcome = remote.run_student(phase_shares, collect_phase_shares_of_a_profiled_loop, list(phases))
     try:

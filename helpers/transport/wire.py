@@ -1,7 +1,7 @@
 """What travels between a check and the student's code: plain data and tensors, never code.
 
 At grading the check runs in the grader's process and the student's function in the sandboxed
-kernel (helpers.remote). `encode` turns a value into a JSON-ready tree plus a list of byte
+kernel (helpers.transport.remote). `encode` turns a value into a JSON-ready tree plus a list of byte
 buffers (one per tensor); `decode` builds it back. What the grader decodes from the kernel is
 rebuilt from scratch as exact built-in types (bool, int, float, str, list, tuple, dict) and plain
 tensors (a path travels as its str): no subclass, no object with methods of its own, nothing

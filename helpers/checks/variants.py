@@ -22,7 +22,6 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
-GRADER_ONLY = True
 SECRET_ENVIRONMENT = "COURSE_VARIANT_SECRET"
 
 T = TypeVar("T")

@@ -1,7 +1,7 @@
 """Reference runs and diagnoses for the gradient-accumulation exercises (lesson 02).
 
 Each check chooses the inputs, has the student's loop run on them by its collector in
-helpers.collect_accumulation (through helpers.remote: in the same process in the student's
+helpers.collect.accumulation (through helpers.transport.remote: in the same process in the student's
 notebook, in the sandboxed kernel at grading) and judges what came back here: the returned
 losses, the final parameters and the gradient each optimizer.step saw, against a reference
 computed on a copy of the model from whole, concatenated batches (the thing accumulation must
@@ -10,7 +10,7 @@ have produced and names the mistake that matches. What the spies counted in the 
 process (backward passes, steps, the GradScaler's calls) is evidence from that process: it can
 fail a check, and explains a failure, but a pass always needs the right parameters and losses.
 An error of the student's code comes back as data and is named in the course's words
-(`student_error`). The GradScaler call pattern is lesson 01's check (`helpers.checks_precision`).
+(`student_error`). The GradScaler call pattern is lesson 01's check (`helpers.checks.precision`).
 
 At grading this module is replaced by a stub inside the sandbox (GRADER_ONLY below): its
 references are the exercises' answers, and the student's kernel never needs them. The lesson's
@@ -29,9 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers import models, remote, spies
-from helpers.collect_accumulation import collect_amp_training, collect_token_accumulation, collect_training
-from helpers.collect_precision import check_amp_calls, clip_grads
+from helpers import models, spies
+from helpers.checks.amp_calls import check_amp_calls, clip_grads
+from helpers.collect.accumulation import collect_amp_training, collect_token_accumulation, collect_training
 from helpers.diagnosis import mistake, mistake_name
 from helpers.grads import clone_model, compare, fill_grads, grad_snapshot, near, param_snapshot
 
@@ -39,8 +39,7 @@ from helpers.grads import clone_model, compare, fill_grads, grad_snapshot, near,
 # it lives in helpers.grads, which the kernel keeps at grading.
 from helpers.grads import token_references as token_references
 from helpers.memory import SavedTensorMeter
-
-GRADER_ONLY = True
+from helpers.transport import remote
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 GradDict = dict[str, torch.Tensor]
@@ -278,7 +277,7 @@ def micro_batch_peak(model: nn.Module, loss_fn: Callable, micro_batches: Sequenc
 
 def check_graphs_alive(graphs, micro_rows: int) -> None:
     """At most one micro-batch's autograd graph alive at once, and no forward on more rows than the
-    largest micro-batch holds, as the model's layers saw them (helpers.autograd_graphs: on every
+    largest micro-batch holds, as the model's layers saw them (helpers.collect.autograd_graphs: on every
     thread, whatever saved-tensor hooks, save_on_cpu or checkpoint were active)."""
     keys = ("most_alive", "most_rows", "forwards")
     if not (isinstance(graphs, dict) and all(type(graphs.get(key)) is int for key in keys)):

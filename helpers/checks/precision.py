@@ -1,7 +1,7 @@
 """Reference steps and diagnoses for the mixed-precision exercises (lesson 01).
 
 Each check chooses the inputs, has the student's function run on them by its collector in
-helpers.collect_precision (through helpers.remote: in the same process in the student's notebook,
+helpers.collect.precision (through helpers.transport.remote: in the same process in the student's notebook,
 in the sandboxed kernel at grading), computes the truth here (the same autocast step on a copy of
 the model, a replay of the forward pass under autocast) and raises an AssertionError naming the
 mistake it recognises. What the spies saw in the student's process can explain a failure or cost
@@ -22,11 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers import remote, spies
-from helpers.collect_precision import (
+from helpers import spies
+from helpers.checks.amp_calls import check_amp_calls, clip_grads
+from helpers.collect.precision import (
     ReusedLeafModel,
-    check_amp_calls,
-    clip_grads,
     collect_amp_train_step,
     collect_autocast_audit,
     collect_cast_fate,
@@ -35,8 +34,7 @@ from helpers.collect_precision import (
 )
 from helpers.diagnosis import mistake
 from helpers.grads import clone_model, compare, grad_snapshot, near, param_snapshot
-
-GRADER_ONLY = True
+from helpers.transport import remote
 
 GradDict = dict[str, torch.Tensor]
 # Exercise 3's optimizer: plain SGD, so the step the parameters took tells the gradient it used.
