@@ -755,10 +755,13 @@ def test_the_setting_is_read_from_the_configuration():
 
 
 REFERENCES_PROBE = """
+import importlib, pkgutil
+import helpers.checks
 from helpers.collect import memory as collect_memory
 from helpers.checks import memory as checks_memory
-print("stub:", getattr(checks_memory, "GRADER_ONLY", None),
-      checks_memory.__file__.endswith("checks_memory.py"))
+judges = [found.name for found in pkgutil.walk_packages(helpers.checks.__path__, "helpers.checks.")]
+stubbed = [name for name in judges if getattr(importlib.import_module(name), "GRADER_ONLY", False)]
+print("stubs:", sorted(stubbed))
 try:
     checks_memory.measure_training_bytes
     print("reference: reachable")
@@ -770,9 +773,13 @@ print("collectors:", callable(collect_memory.collect_plan))
 
 @needs_sandbox
 def test_the_exercises_references_are_not_in_the_sandbox(tmp_path):
-    """A helpers module marked GRADER_ONLY computes the answers: the kernel gets a stub in its place."""
+    """Every module of helpers/checks/, at any depth, computes answers: the kernel gets a stub in
+    each one's place (a folder rule, whatever the module says of itself)."""
     output, _, _ = run_probe(tmp_path, REFERENCES_PROBE)
-    assert "stub: True True" in output
+    checks = REPO_ROOT / "helpers" / "checks"
+    judges = sorted(".".join(path.relative_to(REPO_ROOT).with_suffix("").parts).removesuffix(".__init__")
+                    for path in checks.rglob("*.py") if path != checks / "__init__.py")
+    assert f"stubs: {judges}" in output
     assert "reference: helpers.checks.memory.measure_training_bytes is not available while" in output
     assert "collectors: True" in output
 
