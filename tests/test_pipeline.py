@@ -45,6 +45,11 @@ def test_source_is_authored_cleanly(path):
             assert GRADE_ID.match(meta["grade_id"]), f"grade id {meta['grade_id']} breaks the exN_k scheme"
         if meta.get("grade"):
             assert meta.get("points", 0) > 0 and meta.get("locked"), f"{meta['grade_id']}: points, locked"
+        if meta.get("grade") and not meta.get("solution"):
+            # A student reads a test cell in the notebook's own width, without scrolling sideways.
+            long_lines = [line for line in cell.source.splitlines() if len(line) >= 100]
+            assert not long_lines, (
+                f"{meta['grade_id']}: test cell lines stay under 100 characters: {long_lines}")
         if meta.get("solution"):
             assert "### BEGIN SOLUTION" in cell.source, f"{meta['grade_id']} has no solution region"
         # nbval reads its markers from cell tags (nbval-check-output...): students read no harness comments.
