@@ -143,7 +143,8 @@ def test_the_rooms_hold_what_their_names_say():
     assert not [m for m in tools if m.split(".")[-1].startswith(("checks", "collect"))], tools
 
 
-@pytest.mark.parametrize("path", sorted(HELPERS.rglob("*.py")), ids=lambda path: str(path.relative_to(HELPERS)))
+@pytest.mark.parametrize("path", sorted(HELPERS.rglob("*.py")),
+                         ids=lambda path: str(path.relative_to(HELPERS)))
 def test_no_helpers_module_is_over_400_lines(path):
     lines = len(path.read_text().splitlines())
     assert lines <= 400, f"{path.relative_to(REPO_ROOT)} has {lines} lines: split it by exercise or by job"
