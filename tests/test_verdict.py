@@ -191,3 +191,98 @@ def test_the_mistake_a_check_names_is_recorded_and_a_students_own_record_is_not(
                                                  "nbgrader": {"assignment": "a1"}})
     assert [recorded_diagnosis(c) for c in executed.cells[1:]] == ["sums_instead_of_multiplies", None, None]
     assert errors(executed.cells[1]) == [("AssertionError", "answer(3, 4) should be 12")]
+
+
+# -- the verdict alone, against a fake session (course_tools.grading.notebook_session) -------------
+
+class FakeSession:
+    """A notebook being graded, without a kernel: records what the verdict asks of it."""
+
+    max_output_chars = 10_000
+    interrupt_grace_seconds = 1
+
+    def __init__(self, cells):
+        self.cells = cells
+        self.failed, self.probed = [], []
+
+    def time_left(self) -> int:
+        return 30
+
+    def timeout_message(self) -> str:
+        return "stopped at the time limit"
+
+    def append_output(self, cell, index, output):
+        cell.outputs.append(output)
+
+    def fail_cell(self, index):
+        self.failed.append(index)
+
+    def check_responsive(self, index):
+        self.probed.append(index)
+
+
+class FakeChannel:
+    """The guard's answers: the student's notebook holds `values` and the functions `functions`;
+    a call gets `call_reply`."""
+
+    def __init__(self, values=None, functions=(), call_reply=None):
+        self.values, self.functions, self.call_reply = dict(values or {}), set(functions), call_reply
+        self.requests = []
+
+    def ask(self, index, op, timeout, outputs_into=None, buffers=None, **args):
+        from helpers.transport import wire
+
+        self.requests.append((op, args.get("names") or args.get("function")))
+        if op == "describe":
+            found = {name: self.values[name] for name in args["names"] if name in self.values}
+            tree, buffers = wire.encode(found)
+            kinds = {name: "function" if name in self.functions else "value" for name in args["names"]
+                     if name in self.functions or name in self.values}
+            return {"status": "ok", "kinds": kinds, "values": tree, "buffers": buffers}
+        return self.call_reply
+
+
+def verdict_of(source, channel, setup="FACTOR = 2"):
+    from course_tools.grading.verdict import GraderSideTests
+
+    cells = [graded("setup", setup), graded("ex1_test", source, grade=True, points=1)]
+    session = FakeSession(cells)
+    tests = GraderSideTests(session, channel)
+    try:
+        tests.run(cells[1], 1)
+    finally:
+        tests.close()
+    return cells[1], session
+
+
+def test_the_verdict_judges_the_students_values_against_a_fake_session():
+    cell, session = verdict_of("assert answer == 6 * FACTOR, f'answer should be 12, got {answer}'",
+                               FakeChannel(values={"answer": 12}))
+    assert errors(cell) == [] and session.failed == []
+    cell, _ = verdict_of("assert answer == 6 * FACTOR, f'answer should be 12, got {answer}'",
+                         FakeChannel(values={"answer": 7}))
+    assert errors(cell) == [("AssertionError", "answer should be 12, got 7")]
+
+
+def test_the_verdict_records_the_mistake_a_check_names():
+    from course_tools.cells import DIAGNOSIS_KEY
+
+    test = ("from helpers.diagnosis import mistake\n"
+            "if answer != 12:\n    raise mistake('added_instead', f'answer should be 12, got {answer}')")
+    cell, _ = verdict_of(test, FakeChannel(values={"answer": 7}))
+    assert errors(cell) == [("AssertionError", "answer should be 12, got 7")]
+    assert cell.metadata[DIAGNOSIS_KEY] == "added_instead"
+
+
+def test_an_interrupted_call_times_the_test_out_and_asks_the_session_to_check_the_kernel():
+    channel = FakeChannel(functions={"answer"}, call_reply={"status": "ok", "interrupted": True})
+    cell, session = verdict_of("assert answer(3, 4) == 12", channel)
+    assert errors(cell) == [(TIMED_OUT, "stopped at the time limit")]
+    assert session.failed == [1] and session.probed == [1]
+    assert channel.requests == [("describe", ["answer"]), ("call", "answer")]
+
+
+def test_an_unanswered_call_fails_the_tests_integrity_not_the_student():
+    cell, session = verdict_of("assert answer(3, 4) == 12", FakeChannel(functions={"answer"}))
+    [(name, message)] = errors(cell)
+    assert "integrity" in message and "went unanswered" in message and session.failed == []

@@ -406,8 +406,9 @@ class GuardedExecute(Execute):
         self._failed_cells: set[int] = set()
         self._deadline = monotonic() + self.submission_timeout
         self._cell_times: list[dict] = []
-        self.guard_channel = GuardChannel(self)
-        self._grader_tests = GraderSideTests(self)
+        session = ExecutorSession(self)
+        self.guard_channel = GuardChannel(session)
+        self._grader_tests = GraderSideTests(session, self.guard_channel)
         self._cell_chars: dict[int, int] = {}
         self._cut_cells: set[int] = set()
         self._rejected_by_executor: list[str] = []
@@ -473,3 +474,59 @@ class GuardedExecute(Execute):
                                              metadata=o.get("metadata", {}))
                                 if o.output_type == "execute_result" else o for o in cell.outputs]
 
+
+class ExecutorSession:
+    """The notebook a GuardedExecute grades, as its guard channel and verdict see it
+    (course_tools.grading.notebook_session.NotebookSession): what they may read and do, no more."""
+
+    def __init__(self, executor: GuardedExecute):
+        self._executor = executor
+
+    @property
+    def cells(self) -> list[NotebookNode]:
+        return self._executor.nb.cells
+
+    @property
+    def max_output_chars(self) -> int:
+        return self._executor.max_output_chars
+
+    @property
+    def interrupt_grace_seconds(self) -> int:
+        return self._executor.interrupt_grace_seconds
+
+    @property
+    def kernel_client(self):
+        return self._executor.kc
+
+    @property
+    def kernel_manager(self):
+        return self._executor.km
+
+    def time_left(self) -> int:
+        return self._executor.cell_timeout()
+
+    def timeout_message(self) -> str:
+        return self._executor.timeout_message()
+
+    def append_output(self, cell, index: int, output) -> None:
+        self._executor.append_output(cell, index, output)
+
+    def fail_cell(self, index: int) -> None:
+        self._executor.fail_cell(index)
+
+    def check_responsive(self, index: int) -> None:
+        self._executor.check_responsive(index)
+
+    def process_message(self, message: dict, cell, index: int) -> None:
+        self._executor.process_message(message, cell, index)
+
+    def run_extra_cell(self, cell, timeout: int) -> None:
+        executor = self._executor
+        # nbclient stores an executed cell back at its index: give this one a slot of its own.
+        executor.nb.cells.append(cell)
+        saved_timeout, executor.timeout = executor.timeout, timeout
+        try:
+            executor.execute_cell(cell, len(executor.nb.cells) - 1, store_history=False)
+        finally:
+            executor.timeout = saved_timeout
+            executor.nb.cells.pop()

@@ -7,8 +7,8 @@ the student's functions through a collector, with plain data in and plain data o
 answers on the shell channel; a missing, failed or forged answer fails the test with "could not
 establish this test's integrity". Read-only cells that are not tests (the setup cell) run through
 IPython after the guard has put the interpreter's hooks back, and the guard remembers what they
-bound. `GuardChannel` holds that conversation for one executor (execute.py's GuardedExecute), over
-the executor's kernel client; the outputs and errors a guarded cell gets are made here too.
+bound. `GuardChannel` holds that conversation for one notebook's grading, through the session
+GuardedExecute hands it (course_tools.grading.notebook_session), never the executor itself.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from nbclient.util import ensure_async, run_sync
 from nbformat.notebooknode import NotebookNode
 
 from course_tools.grading import kernel_guard
+from course_tools.grading.notebook_session import NotebookSession
 
 REPLY_GRACE_SECONDS = 2
 
@@ -72,23 +73,15 @@ class BudgetSpent(Exception):
 
 
 class GuardChannel:
-    """Grader code in the kernel, and requests to the guard, over one nbclient executor's kernel."""
+    """Grader code in the kernel, and requests to the guard, over one notebook session's kernel."""
 
-    def __init__(self, executor):
-        self.executor = executor
+    def __init__(self, session: NotebookSession):
+        self.session = session
 
     def run_quietly(self, code: str, timeout: int = 60) -> NotebookNode:
         """Run grader code in the kernel; return the cell so that its outputs can be read."""
-        executor = self.executor
         cell = NotebookNode(cell_type="code", source=code, metadata={}, outputs=[], execution_count=None)
-        # nbclient stores an executed cell back at its index: give this one a slot of its own.
-        executor.nb.cells.append(cell)
-        saved_timeout, executor.timeout = executor.timeout, timeout
-        try:
-            executor.execute_cell(cell, len(executor.nb.cells) - 1, store_history=False)
-        finally:
-            executor.timeout = saved_timeout
-            executor.nb.cells.pop()
+        self.session.run_extra_cell(cell, timeout)
         return cell
 
     def install(self) -> None:
@@ -115,11 +108,11 @@ class GuardChannel:
         return run_sync(self._ask)(index, op, timeout, outputs_into, args, buffers)
 
     async def _ask(self, index, op, timeout, outputs_into, args, buffers=None) -> dict | None:
-        executor = self.executor
+        session, client, manager = self.session, self.session.kernel_client, self.session.kernel_manager
         nonce = secrets.token_hex(16)
-        request = executor.kc.session.msg(kernel_guard.REQUEST, {"op": op, "args": args, "nonce": nonce})
+        request = client.session.msg(kernel_guard.REQUEST, {"op": op, "args": args, "nonce": nonce})
         request["buffers"] = list(buffers or [])
-        executor.kc.shell_channel.send(request)
+        client.shell_channel.send(request)
         msg_id = request["header"]["msg_id"]
         scratch = NotebookNode(cell_type="code", source="", metadata={}, outputs=[], execution_count=None)
         target = outputs_into if outputs_into is not None else scratch
@@ -133,24 +126,24 @@ class GuardChannel:
                 if interrupted:
                     raise KernelLost(index, "unresponsive")
                 interrupted = True
-                await ensure_async(executor.km.interrupt_kernel())
-                deadline = monotonic() + executor.interrupt_grace_seconds
+                await ensure_async(manager.interrupt_kernel())
+                deadline = monotonic() + session.interrupt_grace_seconds
             if monotonic() >= next_alive_check:
                 next_alive_check = monotonic() + 1
-                if not await ensure_async(executor.km.is_alive()):
+                if not await ensure_async(manager.is_alive()):
                     raise KernelLost(index, "died")
             try:
-                message = await ensure_async(executor.kc.iopub_channel.get_msg(timeout=0.05))
+                message = await ensure_async(client.iopub_channel.get_msg(timeout=0.05))
             except Empty:
                 message = None
             if message is not None and message["parent_header"].get("msg_id") == msg_id:
                 try:
-                    executor.process_message(message, target, index)
+                    session.process_message(message, target, index)
                 except CellExecutionComplete:
                     idle, idle_at = True, monotonic()
             if reply is None:
                 try:
-                    answer = await ensure_async(executor.kc.shell_channel.get_msg(timeout=0))
+                    answer = await ensure_async(client.shell_channel.get_msg(timeout=0))
                 except Empty:
                     answer = None
                 if answer is not None and answer["parent_header"].get("msg_id") == msg_id:

@@ -21,8 +21,9 @@ import tempfile
 from IPython.core.inputtransformer2 import TransformerManager
 
 from course_tools.cells import DIAGNOSIS_KEY, is_read_only, is_test
-from course_tools.grading.guard_channel import KernelLost, bound_names, loaded_names
+from course_tools.grading.guard_channel import GuardChannel, KernelLost, bound_names, loaded_names
 from course_tools.grading.kernel_messages import MAX_NOTEBOOK_REPLY_BYTES, MAX_REPLY_BYTES
+from course_tools.grading.notebook_session import NotebookSession
 from course_tools.grading.outcomes import TIMED_OUT, error_output, integrity_error, note_output, restored_note
 from helpers.diagnosis import mistake, mistake_name
 
@@ -69,10 +70,11 @@ class CappedText(io.TextIOBase):
 
 
 class GraderSideTests:
-    """Runs one notebook's test cells in the grader's process, for a GuardedExecute."""
+    """Runs one notebook's test cells in the grader's process: the session is the notebook being
+    graded, the channel how a test reaches the student's code in its kernel."""
 
-    def __init__(self, executor):
-        self.executor = executor
+    def __init__(self, session: NotebookSession, channel: GuardChannel):
+        self.session, self.channel = session, channel
         self.namespace: dict | None = None
         self._printed: CappedText | None = None
         self._reply_bytes = 0
@@ -111,7 +113,7 @@ class GraderSideTests:
 
     def _output(self, cell, index: int, output) -> None:
         """An output the grader writes into test cell `index`: capped as the kernel's are."""
-        self.executor.append_output(cell, index, output)
+        self.session.append_output(cell, index, output)
 
     def _note_undone(self, cell, index: int, reply: dict) -> None:
         undone = reply.get("undone")
@@ -122,7 +124,7 @@ class GraderSideTests:
         """The read-only cells that are not tests (the setup cell), run here once, output dropped."""
         if self.namespace is None:
             namespace = {"__name__": "__course_tests__"}
-            for cell in self.executor.nb.cells:
+            for cell in self.session.cells:
                 if is_read_only(cell) and not is_test(cell):
                     quiet = CappedText(0)
                     with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), \
@@ -135,8 +137,8 @@ class GraderSideTests:
         from helpers.transport import remote, wire
 
         # As long as a call may take, and never past the notebook's time budget.
-        reply = self.executor.guard_channel.ask(index, "describe", min(60, self.executor.cell_timeout()),
-                                                outputs_into=cell, names=names)
+        reply = self.channel.ask(index, "describe", min(60, self.session.time_left()), outputs_into=cell,
+                                 names=names)
         if reply is None or reply.get("status") != "ok":
             raise CallLost("the kernel did not say what the notebook defines")
         self._note_undone(cell, index, reply)
@@ -154,12 +156,10 @@ class GraderSideTests:
 
     def _channel(self, index: int, cell):
         def call(collector: str, function: str, inputs, buffers):
-            executor = self.executor
             # What the check printed so far comes before the student's output.
             self._flush_printed(cell, index)
-            reply = executor.guard_channel.ask(index, "call", executor.cell_timeout(), outputs_into=cell,
-                                               buffers=buffers, collector=collector, function=function,
-                                               inputs=inputs)
+            reply = self.channel.ask(index, "call", self.session.time_left(), outputs_into=cell,
+                                     buffers=buffers, collector=collector, function=function, inputs=inputs)
             if reply is None or reply.get("status") == "forged":
                 raise CallLost("its request went unanswered" if reply is None
                                else "its answer was not the guard's")
@@ -191,7 +191,7 @@ class GraderSideTests:
         namespace = dict(self._setup_namespace())
         needed = sorted(loaded_names(cell.source) - bound_names(cell.source) - set(namespace)
                         - set(vars(builtins)))
-        printed = self._printed = CappedText(self.executor.max_output_chars)
+        printed = self._printed = CappedText(self.session.max_output_chars)
         failure = None
         try:
             namespace.update(self._students_names(index, cell, needed) if needed else {})
@@ -212,9 +212,9 @@ class GraderSideTests:
         self._printed = None
         if isinstance(failure, CallLost):
             if failure.interrupted:
-                self._output(cell, index, error_output(TIMED_OUT, self.executor.timeout_message()))
-                self.executor.fail_cell(index)
-                self.executor.check_responsive(index)
+                self._output(cell, index, error_output(TIMED_OUT, self.session.timeout_message()))
+                self.session.fail_cell(index)
+                self.session.check_responsive(index)
             else:
                 self._output(cell, index, integrity_error(failure.why))
         elif failure is not None:
