@@ -1,16 +1,22 @@
-"""Spies that record what training code did: optimizer, scaler, scheduler, backward, clip."""
+"""Spies that record what training code did: optimizer, scaler, scheduler, backward, clip.
+
+The DataLoader and host-sync spies live in helpers.loader_spies and helpers.host_syncs; the
+lessons reach them from here as spies.record_loaders and spies.record_host_syncs."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import sys
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+
+# Re-imported for the lessons and the collectors, which use them as spies.<name>.
+from helpers.host_syncs import SyncLog, record_host_syncs  # noqa: F401
+from helpers.loader_spies import LoaderLog, record_loaders  # noqa: F401
 
 CALL_NAMES = (
     "zero_grad", "backward", "step", "scale", "unscale_", "scaler_step", "update", "clip",
@@ -329,193 +335,3 @@ def record(
         if patch_clip:
             _spy_clip(stack, log)
         yield log
-
-
-@dataclass
-class LoaderLog:
-    """What record_loaders saw: each DataLoader's settings and the time spent waiting for batches."""
-
-    settings: list[dict] = field(default_factory=list)
-    batches: int = 0
-    wait_s: float = 0.0
-    waits_s: list[float] = field(default_factory=list)
-
-    def steady_wait_s(self) -> float:
-        """Seconds waited for every batch but the first: the first also pays for starting the
-        workers, which differs between fork and spawn, not for decoding."""
-        return sum(self.waits_s[1:])
-
-
-@contextlib.contextmanager
-def record_loaders(clock: Callable[[], float] | None = None) -> Iterator[LoaderLog]:
-    """Record every torch.utils.data.DataLoader iterated while active, with the settings its
-    iterator runs with (num_workers, pin_memory, persistent_workers, prefetch_factor, batch_size;
-    "shuffle": whether its sampler, or its batch sampler's, is a RandomSampler, as shuffle=True
-    makes it; "drop_last": whether it drops a last, shorter batch), read when iteration starts: a
-    setting changed after the loader was built counts as it takes effect. Also the seconds the
-    consuming loop waited inside next() for a batch (the data stall, as the training loop feels
-    it)."""
-    import time
-
-    from torch.utils.data import RandomSampler
-    from torch.utils.data.dataloader import _BaseDataLoaderIter
-
-    clock = clock or time.perf_counter
-    log = LoaderLog()
-    original_init = _BaseDataLoaderIter.__init__
-    original_next = _BaseDataLoaderIter.__next__
-
-    @functools.wraps(original_init)
-    def init(self, loader, *args, **kwargs):
-        original_init(self, loader, *args, **kwargs)
-        # The loader's own settings as iteration starts (the iterator's _pin_memory is already
-        # False without an accelerator, where the lesson still judges what was asked for).
-        batch_sampler = getattr(loader, "batch_sampler", None)
-        samplers = (getattr(loader, "sampler", None), getattr(batch_sampler, "sampler", None))
-        log.settings.append({"num_workers": loader.num_workers, "pin_memory": loader.pin_memory,
-                             "persistent_workers": loader.persistent_workers,
-                             "prefetch_factor": loader.prefetch_factor, "batch_size": loader.batch_size,
-                             "shuffle": any(isinstance(sampler, RandomSampler) for sampler in samplers),
-                             "drop_last": bool(getattr(loader, "drop_last", False)
-                                               or getattr(batch_sampler, "drop_last", False) is True)})
-
-    @functools.wraps(original_next)
-    def next_batch(self):
-        started = clock()
-        try:
-            batch = original_next(self)
-        finally:
-            waited = clock() - started
-            log.wait_s += waited
-        # The call that raises StopIteration (and may shut workers down) is no batch.
-        log.waits_s.append(waited)
-        log.batches += 1
-        return batch
-
-    _BaseDataLoaderIter.__init__ = init
-    _BaseDataLoaderIter.__next__ = next_batch
-    try:
-        yield log
-    finally:
-        _BaseDataLoaderIter.__init__ = original_init
-        _BaseDataLoaderIter.__next__ = original_next
-
-
-@dataclass
-class SyncLog:
-    """Host syncs seen by record_host_syncs: {"item": 3, "float": 1, ...}, how many of the values
-    read still carried an autograd graph (a running total built without .detach()), and how many
-    were floating point (a loss, never an integer count such as a number of tokens). Also
-    the copies of host tensors of one or more dimensions (batches) to a device with .to(device,
-    ...): how many, and how many of them without non_blocking=True."""
-
-    counts: dict[str, int] = field(default_factory=dict)
-    reads_with_graph: int = 0
-    float_reads: int = 0
-    batch_copies: int = 0
-    blocking_batch_copies: int = 0
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-
-# What each host read is called in a SyncLog, by the Tensor method torch dispatches it as.
-_SYNC_METHODS = {"item": "item", "float": "__float__", "int": "__int__", "tolist": "tolist", "cpu": "cpu",
-                 "bool": "__bool__", "numpy": "numpy", "to": "to", "print": "__repr__",
-                 "format": "__format__"}
-_SYNC_NAMES = {method: name for name, method in _SYNC_METHODS.items()}
-# Frames between a read and the mode that sees it: torch's own dispatch, not the reader.
-_DISPATCH_MODULES = ("torch.overrides", "torch._tensor", "torch.utils._device")
-
-
-def _is_host_copy(tensor: torch.Tensor, method: str, args, kwargs) -> bool:
-    if method not in ("to", "cpu"):
-        return True
-    if method == "to":
-        target = kwargs.get("device", args[0] if args else None)
-        if not (isinstance(target, (str, torch.device)) and torch.device(target).type == "cpu"):
-            return False
-    # A copy to the host waits for the device; on a CPU-only machine there is no device, so count
-    # only what reads a value for logging there: a 0-dim tensor such as a loss.
-    return tensor.device.type != "cpu" or tensor.dim() == 0
-
-
-def _batch_copy(tensor: torch.Tensor, args, kwargs) -> tuple[bool, bool]:
-    """For tensor.to(*args, **kwargs): (whether it copies a host batch, a tensor of one or more
-    dimensions, to a device named by the call; whether it asks for non_blocking=True). On a
-    CPU-only machine the device is the CPU too: the call is what the lesson asks for, whatever it
-    costs there."""
-    target = kwargs.get("device", args[0] if args else None)
-    named = isinstance(target, (str, torch.device)) or (type(target) is int and target >= 0)
-    if not (named and tensor.device.type == "cpu" and tensor.dim() >= 1):
-        return False, False
-    # to(device, dtype, non_blocking, copy): the first positional bool is non_blocking.
-    flags = [arg for arg in args[1:] if type(arg) is bool]
-    return True, kwargs.get("non_blocking", flags[0] if flags else False) is True
-
-
-def _reader_module(frame) -> str:
-    """The module of the first frame outside torch's dispatch machinery: who asked for the read."""
-    while frame is not None and frame.f_globals.get("__name__", "") in _DISPATCH_MODULES:
-        frame = frame.f_back
-    return "" if frame is None else frame.f_globals.get("__name__", "")
-
-
-class _HostReadMode(torch.overrides.TorchFunctionMode):
-    """Sees every Tensor method call made while it is active, however the method was reached: a
-    reference to torch.Tensor.item taken before the recording began still dispatches here, which
-    a patched attribute would miss. While a handler runs torch disables the mode, so the calls
-    torch makes inside one read (printing runs .item() and .tolist()) are not seen again."""
-
-    def __init__(self, log: SyncLog):
-        super().__init__()
-        self.log = log
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = _SYNC_NAMES.get(getattr(func, "__name__", ""))
-        # torch's own bookkeeping (DataLoader seeding its workers, GradScaler checking for inf,
-        # Module.to) and the course's spies read and move tensors; only the calls made by the code
-        # under test count.
-        if (name is not None and args and isinstance(args[0], torch.Tensor)
-                and not _reader_module(sys._getframe(1)).startswith(("torch.", "helpers."))):
-            if _is_host_copy(args[0], name, args[1:], kwargs):
-                self.log.counts[name] += 1
-                self.log.reads_with_graph += bool(args[0].grad_fn is not None)
-                self.log.float_reads += args[0].is_floating_point()
-            elif name == "to":
-                copied, non_blocking = _batch_copy(args[0], args[1:], kwargs)
-                self.log.batch_copies += copied
-                self.log.blocking_batch_copies += copied and not non_blocking
-        return func(*args, **kwargs)
-
-
-@contextlib.contextmanager
-def record_host_syncs() -> Iterator[SyncLog]:
-    """Count the reads that copy a value to the host and so wait for the device: .item(),
-    float(t), int(t), .tolist(), .numpy(), bool(t) (an `if` on a tensor), printing or formatting a
-    tensor, and .cpu() or .to("cpu") of a device tensor or of a 0-dim one (a loss read for logging).
-    Each read counts once, not the calls torch makes inside it, and not the DataLoader's own
-    bookkeeping. The copies of batches to a device with .to(device, ...) are counted too, with
-    those made without non_blocking=True (see SyncLog). Reads are seen at torch's dispatch (a
-    TorchFunctionMode), on the thread that entered the recording and on every thread `threading`
-    starts meanwhile: a mode is per thread, so each new thread enters one of its own as it begins."""
-    import threading
-
-    log = SyncLog({name: 0 for name in _SYNC_METHODS})
-    recording = [True]
-
-    def enter_on_new_thread(frame, event, arg) -> None:
-        sys.setprofile(None)            # the thread's first event only
-        if recording[0]:
-            _HostReadMode(log).__enter__()
-
-    previous = threading.getprofile()
-    threading.setprofile(enter_on_new_thread)
-    try:
-        with _HostReadMode(log):
-            yield log
-    finally:
-        recording[0] = False
-        threading.setprofile(previous)

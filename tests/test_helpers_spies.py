@@ -1,4 +1,4 @@
-"""Unit tests of helpers.spies."""
+"""Unit tests of helpers.spies, helpers.loader_spies and helpers.host_syncs."""
 
 import copy
 import warnings
@@ -229,7 +229,7 @@ def test_record_rejects_frozen_model():
 def test_record_loaders_sees_settings_and_waits():
     from torch.utils.data import DataLoader, TensorDataset
 
-    from helpers.spies import record_loaders
+    from helpers.loader_spies import record_loaders
 
     dataset = TensorDataset(torch.arange(10.0), torch.arange(10))
     ticks = iter(range(100))
@@ -245,7 +245,7 @@ def test_record_loaders_sees_settings_and_waits():
 
 
 def test_record_host_syncs_counts_and_restores():
-    from helpers.spies import record_host_syncs
+    from helpers.host_syncs import record_host_syncs
 
     t = torch.tensor([1.5, 2.0])
     with record_host_syncs() as syncs:
@@ -263,7 +263,7 @@ def test_record_host_syncs_counts_and_restores():
 
 
 def test_record_host_syncs_sees_methods_bound_before_it_began():
-    from helpers.spies import record_host_syncs
+    from helpers.host_syncs import record_host_syncs
 
     # A student who keeps references to torch's methods from before the recording still reads
     # through torch's dispatch, where the count is made.
@@ -280,7 +280,7 @@ def test_record_host_syncs_sees_methods_bound_before_it_began():
 def test_record_host_syncs_ignores_torch_internals():
     from torch.utils.data import DataLoader, TensorDataset
 
-    from helpers.spies import record_host_syncs
+    from helpers.host_syncs import record_host_syncs
 
     dataset = TensorDataset(torch.arange(8.0))
     with record_host_syncs() as syncs:
@@ -290,7 +290,7 @@ def test_record_host_syncs_ignores_torch_internals():
 
 
 def test_record_host_syncs_sees_formatting_copies_and_graphs():
-    from helpers.spies import record_host_syncs
+    from helpers.host_syncs import record_host_syncs
 
     weight = torch.ones(2, requires_grad=True)
     total = (weight * 2).sum()
@@ -306,7 +306,7 @@ def test_record_host_syncs_sees_formatting_copies_and_graphs():
 def test_record_loaders_keeps_per_batch_waits():
     from torch.utils.data import DataLoader, TensorDataset
 
-    from helpers.spies import record_loaders
+    from helpers.loader_spies import record_loaders
 
     ticks = iter(range(100))
     with record_loaders(clock=lambda: float(next(ticks))) as log:
@@ -318,7 +318,7 @@ def test_record_loaders_reads_the_settings_when_iteration_starts():
     """A setting changed after the loader was built counts as it takes effect, not as it was built."""
     from torch.utils.data import DataLoader, TensorDataset
 
-    from helpers.spies import record_loaders
+    from helpers.loader_spies import record_loaders
 
     dataset = TensorDataset(torch.arange(8.0))
     with record_loaders() as log:
@@ -336,7 +336,7 @@ def test_record_loaders_reads_the_settings_when_iteration_starts():
 def test_record_host_syncs_counts_reads_on_threads_started_meanwhile():
     import threading
 
-    from helpers.spies import record_host_syncs
+    from helpers.host_syncs import record_host_syncs
 
     loss = torch.tensor(2.0)
     with record_host_syncs() as log:
@@ -356,7 +356,7 @@ def test_record_loaders_sees_shuffle_and_drop_last():
     drop_last count as the loader's."""
     from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler, TensorDataset
 
-    from helpers.spies import record_loaders
+    from helpers.loader_spies import record_loaders
 
     dataset = TensorDataset(torch.arange(10.0))
     with record_loaders() as log:
@@ -371,7 +371,7 @@ def test_record_loaders_sees_shuffle_and_drop_last():
 def test_record_host_syncs_counts_batch_copies_and_the_blocking_ones():
     """.to(device, ...) of a host batch (one or more dimensions) is a batch copy, blocking unless
     non_blocking=True, given by keyword or as to(device, dtype, non_blocking)'s first bool."""
-    from helpers.spies import record_host_syncs
+    from helpers.host_syncs import record_host_syncs
 
     batch, loss = torch.ones(4, 3), torch.tensor(2.0)
     with record_host_syncs() as syncs:
@@ -388,3 +388,12 @@ def test_record_host_syncs_counts_batch_copies_and_the_blocking_ones():
     with record_host_syncs() as fresh:
         torch.nn.Linear(3, 2).to("cpu")
     assert fresh.batch_copies == 0
+
+
+def test_the_lessons_reach_the_loader_and_host_sync_spies_through_spies():
+    from helpers import host_syncs, loader_spies, spies
+
+    assert spies.record_loaders is loader_spies.record_loaders
+    assert spies.LoaderLog is loader_spies.LoaderLog
+    assert spies.record_host_syncs is host_syncs.record_host_syncs
+    assert spies.SyncLog is host_syncs.SyncLog
