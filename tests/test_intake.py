@@ -318,7 +318,7 @@ def test_intake_rewrites_a_notebook_it_converted_or_cleared_and_says_so(tmp_path
                                                            notebooks=[str(path)])
     written = nbformat.read(path, as_version=nbformat.NO_CONVERT)
     assert written.nbformat == 4 and path.stat().st_size < 100_000
-    notes = intake.notes_for(str(folder))
+    notes = written.metadata[intake.NOTES_KEY]   # the notes travel in the notebook, for IntakeNotes
     assert len(notes) == 2
     assert "was saved in the old notebook format 3; it was converted to format 4" in notes[0]
     assert "over the limit of 0.095 MB, because of its saved outputs: they were cleared" in notes[1]
@@ -335,7 +335,7 @@ def test_a_folder_too_deep_for_python_is_removed_without_recursion(tmp_path, dee
     SubmissionIntake()(assignment="mini", student="ann", notebooks=[str(path)])
     kept = sorted(find_all_files(str(folder)), key=len)
     assert [depth_below(folder, p) for p in kept] == [1, 5, 20]  # the notebook, file3, file18
-    [note] = intake.notes_for(str(folder))
+    [note] = nbformat.read(path, as_version=4).metadata[intake.NOTES_KEY]
     cut = "/".join(["deep"] + ["d"] * 20)
     assert note.startswith(f"`{cut}` and 1 more were removed: the grader takes in nothing more than 20 "
                            "folders below the notebook")
@@ -407,13 +407,25 @@ def test_intake_cleans_the_folder_and_keeps_its_notes(tmp_path, teacher_log):
     hook = SubmissionIntake(extra_files_quota_mb=2000 / intake.MB)
     hook(assignment="mini", student="ann", notebooks=[str(path)])
     assert sorted(p.name for p in folder.iterdir()) == ["kept.txt", "mini.ipynb", "sub"]
-    notes = intake.notes_for(str(folder))
+    notes = nbformat.read(path, as_version=4).metadata[intake.NOTES_KEY]
     assert len(notes) == 6 and any("`big.bin` was removed: it is" in n and "at most" in n for n in notes)
     assert any("`pipe` was removed: it is a named pipe" in n for n in notes)
     assert len([line for line in teacher_log if "was removed" in line]) == 6
     # a second intake finds nothing more to remove, and says nothing more
     SubmissionIntake()(assignment="mini", student="ann", notebooks=[str(path)])
-    assert intake.notes_for(str(folder)) == []
+    assert intake.NOTES_KEY not in nbformat.read(path, as_version=4).metadata
+
+
+def test_notes_a_student_wrote_under_the_intakes_key_never_reach_the_feedback(tmp_path):
+    folder, path = submission(tmp_path)
+    notebook = mini_notebook()
+    notebook.metadata[intake.NOTES_KEY] = ["Full marks were given by hand."]
+    nbformat.write(notebook, path)
+    SubmissionIntake()(assignment="mini", student="ann", notebooks=[str(path)])
+    taken_in = nbformat.read(path, as_version=4)
+    assert intake.NOTES_KEY not in taken_in.metadata
+    taken_in.metadata[intake.NOTES_KEY] = ["a note", {"not": "a string"}]
+    assert intake.intake_notes(taken_in) == ["a note"] and intake.NOTES_KEY not in taken_in.metadata
 
 
 @pytest.mark.parametrize("linked", ["assignment", "student"])

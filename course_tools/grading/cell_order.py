@@ -12,16 +12,29 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from course_tools.cells import grade_id, nbgrader_metadata
 
+# Where the release notebook, once read, waits in a notebook's nbconvert resources for the
+# grading steps after the first that asks (the intake, the cell order, the demonstrations).
+RELEASE_KEY = "course_release_notebook"
+
 
 def release_notebook(config, resources):
-    """The release's version of the notebook being graded, or None when the course has none."""
-    info = resources.get("nbgrader") or {}
+    """The release's version of the notebook being graded, or None when the course has none. It is
+    located and read once per graded notebook; every step gets that one copy, and must not change it."""
+    if RELEASE_KEY not in resources:
+        resources[RELEASE_KEY] = _read_release(config, resources.get("nbgrader") or {})
+    return resources[RELEASE_KEY]
+
+
+def _read_release(config, info: dict):
     if not info.get("assignment") or not info.get("notebook"):
         return None
     coursedir = CourseDirectory(config=config)
     path = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / (
         info["notebook"] + ".ipynb")
-    return nbformat.read(path, as_version=4) if path.exists() else None
+    try:
+        return nbformat.read(path, as_version=4)
+    except (OSError, ValueError):
+        return None
 
 
 def give_cells_ids(nb) -> None:

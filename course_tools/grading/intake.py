@@ -28,6 +28,7 @@ every unusual character replaced, and a notebook's content never.
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import json
 import logging
@@ -39,10 +40,10 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
-from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets.log import get_logger
 
+from course_tools.grading.cell_order import release_notebook
 from course_tools.grading.submission_files import (
     enforce_quota,
     megabytes,
@@ -55,12 +56,11 @@ from course_tools.units import MB
 
 # Notebook metadata key of a placeholder written by SubmissionIntake, read by IntakeNotes.
 PLACEHOLDER_KEY = "course_intake"
+# Notebook metadata key of the notes an intake wrote into the notebooks it took in, read (and
+# removed) by IntakeNotes: they travel with the submission, whichever process grades it. Each
+# intake removes what an earlier one, or the student, left under this key.
+NOTES_KEY = "course_intake_notes"
 NOTE_TITLE = "**Note from the grader about your submission**"
-
-# Notes of the latest intake of each submission folder (its real path). The hook and the sanitize
-# step run in the same process, one submission after the other; the hook replaces the entry at
-# every intake, so a submission graded again only carries what that intake found.
-_NOTES: dict[str, list[str]] = {}
 _UNLISTABLE_WARNED: set[str] = set()
 
 
@@ -77,10 +77,12 @@ class GradableNotebook:
     rebuilt: bool = False  # rebuilt from its cells to follow nbformat 4's schema
     converted_from: int | None = None  # the older format it was converted from
     outputs_cleared_from: int | None = None  # its size in bytes, when its saved outputs were cleared
+    stale_notes: bool = False  # it carried notes under NOTES_KEY, now removed
 
     @property
     def changed(self) -> bool:
-        return self.rebuilt or self.converted_from is not None or self.outputs_cleared_from is not None
+        return (self.rebuilt or self.converted_from is not None or self.outputs_cleared_from is not None
+                or self.stale_notes)
 
 
 def read_submitted_notebook(path: Path, size_limit: int, file_limit: int | None = None) -> GradableNotebook:
@@ -164,7 +166,8 @@ def _made_gradable(data: dict, oversized: int | None, size_limit: int) -> Gradab
             notebook = _rebuild(data, keep_metadata=False)
         if notebook is None or not _valid(notebook):
             raise Unreadable("its cells are not notebook cells")
-    return GradableNotebook(notebook, rebuilt, converted_from, outputs_cleared_from)
+    stale_notes = notebook.metadata.pop(NOTES_KEY, None) is not None
+    return GradableNotebook(notebook, rebuilt, converted_from, outputs_cleared_from, stale_notes)
 
 
 # Notebook formats older than 4 that nbformat converts: 3 (IPython 2, 2014), 2 and 1 before it.
@@ -304,14 +307,14 @@ class SubmissionIntake:
                 log.error("Intake of %s failed (%s): its files were not checked before grading",
                           shown(folder), type(error).__name__)
                 continue
-            _NOTES[os.path.realpath(folder)] = notes
             for note in notes:
                 log.warning("Intake of %s: %s", _label(Path(folder)), note)
         if folders:
             warn_unlistable(Path(next(iter(folders))).parent.parent, student or "*", assignment or "*")
 
     def take_in(self, folder: Path, notebook_names: list[str]) -> list[str]:
-        """Make one submission folder safe to grade; returns the notes for its feedback."""
+        """Make one submission folder safe to grade; returns the notes for its feedback, which each
+        of its notebooks also carries in its metadata (NOTES_KEY) for IntakeNotes."""
         linked = False
         for link in (folder.parent, folder):
             if os.path.islink(link):
@@ -319,7 +322,7 @@ class SubmissionIntake:
                 linked = True
         if linked:
             folder.mkdir(parents=True, exist_ok=True)
-        notes = []
+        notes, taken_in, to_write = [], {}, set()
         for name in notebook_names:
             path = folder / name
             try:
@@ -329,19 +332,28 @@ class SubmissionIntake:
             except Unreadable as problem:
                 remove_entry(path)
                 # The placeholder carries its own note, so the note stays with the submission.
-                nbformat.write(placeholder_notebook(name, str(problem)), path)
+                taken_in[path] = placeholder_notebook(name, str(problem))
+                to_write.add(path)
                 get_logger().warning("Intake of %s: %s could not be read as a notebook (%s): graded as "
                                      "the blank release", _label(folder), shown(name), problem)
                 continue
+            taken_in[path] = submitted.notebook
             if submitted.changed:
-                remove_entry(path)
-                nbformat.write(submitted.notebook, path)
+                to_write.add(path)
             notes += _changes_noted(name, submitted, self.notebook_limit)
         dropped, files = remove_unsafe_entries(folder, skip=frozenset(notebook_names),
                                                max_depth=self.folder_depth_limit,
                                                max_entries=self.extra_entries_limit)
         dropped += enforce_quota(folder, files, self.extra_files_quota)
-        return notes + [item.note() for item in dropped]
+        notes += [item.note() for item in dropped]
+        for path, notebook in taken_in.items():
+            if notes:
+                notebook.metadata[NOTES_KEY] = notes
+                to_write.add(path)
+            if path in to_write:
+                remove_entry(path)
+                nbformat.write(notebook, path)
+        return notes
 
 
 def _changes_noted(name: str, submitted: GradableNotebook, size_limit: int) -> list[str]:
@@ -393,9 +405,11 @@ def warn_unlistable(submitted_root: Path, student_pattern: str, assignment_patte
                         "(chmod -R u+rwX) and autograde it again", shown(key))
 
 
-def notes_for(folder: str) -> list[str]:
-    """The notes of the latest intake of a submission folder."""
-    return list(_NOTES.get(os.path.realpath(folder), []))
+def intake_notes(nb) -> list[str]:
+    """The notes the intake wrote into this notebook, taken out of its metadata (only strings: the
+    intake removed whatever a student put under the key)."""
+    notes = nb.metadata.pop(NOTES_KEY, None)
+    return [note for note in notes if isinstance(note, str)] if isinstance(notes, list) else []
 
 
 def note_cell(notes: list[str], nbformat_minor: int = 5) -> nbformat.NotebookNode:
@@ -411,29 +425,27 @@ class IntakeNotes(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
-        coursedir = CourseDirectory(config=self.config)
         notes = []
         placeholder = nb.metadata.get(PLACEHOLDER_KEY)
         if isinstance(placeholder, dict):
             notes.append(str(placeholder.get("note", "Your notebook could not be read: graded blank.")))
-            self._become_release(nb, coursedir, info)
-        folder = coursedir.format_path(coursedir.submitted_directory, info["student"], info["assignment"])
-        notes += notes_for(folder)
+        notes += intake_notes(nb)
+        if isinstance(placeholder, dict):
+            self._become_release(nb, resources)
         notes += self._one_cell_per_grade_id(nb, info)
         if notes:
             nb.cells.insert(0, note_cell(notes, nb.get("nbformat_minor", 5)))
         return nb, resources
 
-    def _become_release(self, nb, coursedir: CourseDirectory, info: dict) -> None:
-        path = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / (
-            info["notebook"] + ".ipynb")
-        try:
-            release = nbformat.read(path, as_version=4)
-        except (OSError, ValueError):
+    def _become_release(self, nb, resources) -> None:
+        release = release_notebook(self.config, resources)
+        if release is None:
             # OverwriteCells and RestoreCellOrder still bring back every graded and read-only cell.
-            self.log.warning("No release notebook at %s: grading only the cells the gradebook holds", path)
+            self.log.warning("No release notebook for %s: grading only the cells the gradebook holds",
+                             resources["nbgrader"].get("notebook"))
             nb.cells = []
             return
+        release = copy.deepcopy(release)   # the steps after this one read the release unchanged
         nb.cells = release.cells
         nb.metadata = release.metadata
         nb.nbformat_minor = release.nbformat_minor

@@ -1,17 +1,6 @@
-"""Reference steps and diagnoses for the mixed-precision exercises (lesson 01).
-
-Each check chooses the inputs, has the student's function run on them by its collector in
-helpers.collect.precision (through helpers.transport.remote: in the same process in the student's notebook,
-in the sandboxed kernel at grading), computes the truth here (the same autocast step on a copy of
-the model, a replay of the forward pass under autocast) and raises an AssertionError naming the
-mistake it recognises. What the spies saw in the student's process can explain a failure or cost
-points, never earn them: a pass also needs the right outcome (the parameters after the step, the
-report, the scale), judged here. An error the student's code raised becomes an AssertionError in
-the course's words; NotImplementedError (the unanswered stub) passes through unchanged.
-
-Its references are the exercises' answers and the student's kernel never needs them, so it is
-GRADER_ONLY: inside the grading sandbox a stub stands in its place.
-"""
+"""Exercise 3, the AMP train step: the reference step (the same autocast step on a copy of the
+model), the gradient the optimizer stepped with, the returned loss, the GradScaler's state after a
+finite step, and a step whose gradients hold inf, which scaler.step must skip."""
 
 from __future__ import annotations
 
@@ -24,19 +13,12 @@ from torch import nn
 
 from helpers import spies
 from helpers.checks.amp_calls import check_amp_calls, clip_grads
-from helpers.collect.precision import (
-    ReusedLeafModel,
-    collect_amp_train_step,
-    collect_autocast_audit,
-    collect_cast_fate,
-    optimizer_spec,
-    scaler_spec,
-)
+from helpers.checks.precision.evidence import GradDict, _same_tensors
+from helpers.collect.precision import collect_amp_train_step, optimizer_spec, scaler_spec
 from helpers.diagnosis import mistake
 from helpers.grads import clone_model, compare, grad_snapshot, near, param_snapshot
 from helpers.transport import remote
 
-GradDict = dict[str, torch.Tensor]
 # Exercise 3's optimizer: plain SGD, so the step the parameters took tells the gradient it used.
 AMP_STEP_LR = 0.5
 # Honest answers match the reference step to about 1e-7 (see check_amp_step_gradient).
@@ -46,24 +28,6 @@ AMP_STEP_RTOL = 1e-4
 # Errors a realistic mistake makes torch (or Python) raise inside an exercise of lesson 01, matched
 # on the message's own words, and what the course says about each. A pattern appears only in the
 # error its mistake causes, so each fixed text is shown only when its cause is the cause.
-CAST_FATE_ERRORS = (
-    remote.Known("if_on_whole_tensor", "Boolean value of Tensor with more than one value is ambiguous",
-                 "an `if` compared whole tensors: decide the fate of one value at a time (for example over "
-                 "values.tolist() and the cast values' .tolist())"),
-    remote.Known("item_on_whole_tensor", "cannot be converted to Scalar",
-                 ".item() or float() was called on the whole tensor: take one value at a time"),
-    remote.Known("dtype_of_python_float", "'float' object has no attribute",
-                 "values.tolist() gives Python floats, which have no dtype: cast the whole tensor first "
-                 "(values.to(dtype)), then compare value by value"),
-)
-AUDIT_ERRORS = (
-    remote.Known("hook_returned_value", "must be Tensor, not",
-                 "a layer received something that is not a tensor: a forward hook that returns a value "
-                 "replaces the module's output. Record the dtype and return None from the hook"),
-    remote.Known("hook_read_wrong_argument", "object has no attribute 'dtype'",
-                 "a hook read .dtype of something that is not a tensor: the hook is called as "
-                 "hook(module, inputs, output), and output is the tensor to read"),
-)
 AMP_STEP_ERRORS = (
     remote.Known(
         "loss_not_scaled", "did not use scaler.scale(loss",
@@ -99,16 +63,6 @@ AMP_STEP_ERRORS = (
 )
 
 
-def _same_tensors(data, like: GradDict) -> GradDict | None:
-    """`data` if it is a {name: tensor} of `like`'s names and shapes (as a kernel should send), else None."""
-    if not (isinstance(data, dict) and data.keys() == like.keys()):
-        return None
-    if not all(isinstance(data[name], torch.Tensor) and data[name].shape == tensor.shape
-               for name, tensor in like.items()):
-        return None
-    return data
-
-
 def _call_log(calls) -> spies.CallLog:
     """The spies' record sent by a collector, as a CallLog; entries that are not calls are dropped."""
     log = spies.CallLog()
@@ -117,99 +71,6 @@ def _call_log(calls) -> spies.CallLog:
                 and isinstance(entry[1], dict) and all(isinstance(key, str) for key in entry[1])):
             log.calls.append(spies.Call(entry[0], len(log.calls), entry[1]))
     return log
-
-
-def replay(model: ReusedLeafModel, x: torch.Tensor, dtype: torch.dtype) -> ReusedLeafModel:
-    """Run a ReusedLeafModel once under autocast (no gradients) so its `ran` and `first` hold the
-    reference for Exercise 2; returns the model."""
-    with torch.no_grad(), torch.autocast(x.device.type, dtype=dtype):
-        model(x)
-    return model
-
-
-def check_audit(report, expected: dict, model_label: str, first: dict | None = None) -> None:
-    """Assert an Exercise 2 report equals `expected` ({leaf name: last output dtype}, in the order
-    the leaves first ran). `first` (a leaf's first output dtype) names the leaf that ran twice."""
-    if not isinstance(report, dict):
-        raise mistake("wrong_return_type",
-                      f"autocast_audit should return a dict, got {type(report).__name__}")
-    never_ran = [name for name in report if name not in expected]
-    if never_ran:
-        raise mistake(
-            "reported_non_leaf",
-            f"for {model_label}, the report names {never_ran}, which did not run as a leaf in this "
-            f"forward pass (the leaves that ran are {list(expected)}): report only leaf modules, "
-            "those without children, and only those that ran")
-    not_dtypes = {name: value for name, value in report.items() if not isinstance(value, torch.dtype)}
-    if not_dtypes:
-        name, value = next(iter(not_dtypes.items()))
-        raise mistake("report_values_not_dtypes",
-                      f"the report maps {name!r} to {value!r} ({type(value).__name__}): map each "
-                      "leaf's name to the torch.dtype of its output, such as torch.bfloat16")
-    if report and expected and all(d == torch.float32 for d in report.values()) and \
-            any(d != torch.float32 for d in expected.values()):
-        raise mistake("forward_outside_autocast",
-                      "every layer ran in float32: run the forward pass inside torch.autocast(...)")
-    if list(report) != list(expected):
-        twice = [name for name in (first or {}) if first[name] != expected[name]]
-        if twice and set(report) == set(expected):
-            raise mistake(
-                "reused_leaf_moved",
-                f"for {model_label}, the report lists {list(report)}, but the leaves first ran in the order "
-                f"{list(expected)}: {twice[0]!r} runs twice and keeps the place of its first run")
-        raise mistake("leaves_out_of_order",
-                      f"for {model_label}, the report should name the leaf modules {list(expected)} "
-                      f"in the order they ran, got {list(report)}")
-    for name, dtype in expected.items():
-        if report[name] == dtype:
-            continue
-        if first and name in first and report[name] == first[name] != dtype:
-            raise mistake(
-                "reused_leaf_first_dtype",
-                f"for {model_label}, {name!r} ran twice, first giving {first[name]} and last {dtype}; your "
-                f"audit says {report[name]}: a leaf that runs twice reports its LAST output's dtype")
-        raise mistake("wrong_leaf_dtype",
-                      f"for {model_label}, {name} produced {dtype} under autocast, your audit "
-                      f"says {report[name]}")
-
-
-def check_audit_left_no_trace(trace: dict, params_before: GradDict, label: str = "the model",
-                              dtype: torch.dtype | None = None) -> None:
-    """Assert that Exercise 2 removed every hook it attached (to the model's modules or parameters,
-    or for every module) and anything else it set on a module, and kept the parameters, from the
-    collector's `audit_trace`."""
-    left, global_left = trace.get("module_hooks"), trace.get("global_hooks")
-    if not (isinstance(left, list) and isinstance(global_left, list)):
-        raise mistake("evidence_unreadable", "could not read which hooks your audit left on the model")
-    if left:
-        raise mistake("hooks_left_on_model",
-                      f"remove your {' and '.join(map(str, left))} before returning: the audit "
-                      "must leave the model as it found it")
-    if global_left:
-        raise mistake("global_hooks_left",
-                      f"remove the global {' and '.join(map(str, global_left))} before returning "
-                      "(register_module_... hooks run for every module)")
-    added = trace.get("added", [])
-    if isinstance(added, list) and added:
-        raise mistake("attributes_left_on_model",
-                      f"for {label}, remove what your audit attached to the model before returning "
-                      f"({', '.join(map(str, added[:3]))}{' ...' if len(added) > 3 else ''}): the audit "
-                      "must leave the model as it found it")
-    parameters = _same_tensors(trace.get("parameters"), params_before)
-    if parameters is None:
-        raise mistake("evidence_unreadable", "could not read the model's parameters after your audit")
-    result = compare(parameters, params_before)
-    if result.max_abs_error == 0:
-        return
-    if dtype is not None and all(torch.equal(parameters[name], before.to(dtype).to(before.dtype))
-                                 for name, before in params_before.items() if before is not None):
-        raise mistake("parameters_rounded",
-                      f"for {label}, your audit rounded the parameters to {dtype} ({result}): casting "
-                      f"the model to {dtype} and back loses their low bits; autocast needs no cast, "
-                      "it picks each operation's dtype as the forward runs")
-    raise mistake("parameters_changed",
-                  f"for {label}, the parameters changed ({result}): the audit only watches a forward "
-                  "pass, so nothing may step, cast or edit the model's parameters")
 
 
 @dataclass
@@ -277,83 +138,6 @@ def check_amp_step_gradient(candidate: GradDict, reference: AmpStepReference, ma
         "wrong_gradient",
         f"with max_norm={max_norm:g} the gradient given to the optimizer differs from the unscaled, "
         f"clipped gradient of the same autocast forward ({result}): unscale_, then clip, then step")
-
-
-def cast_fate_reference(values: torch.Tensor, dtype: torch.dtype) -> list[str]:
-    """Exercise 1's answer, computed from torch's own cast: one fate per value of 1-D float32 `values`."""
-    cast = values.to(dtype).float()
-    normal = torch.finfo(dtype).smallest_normal
-    return ["overflow" if c.isinf() else "underflow" if c == 0 else "subnormal" if c.abs() < normal
-            else "exact" if c == v else "rounded" for v, c in zip(values, cast, strict=True)]
-
-
-def check_cast_fate(cast_fate: Callable, values: torch.Tensor, reference: Callable = cast_fate_reference,
-                    unseen: bool = False) -> None:
-    """Exercise 1: assert cast_fate(values, dtype) equals reference(values, dtype) (torch's own cast,
-    here in the grader) for float16 and bfloat16, value by value (each value printed exactly, as
-    float32 holds it). With `unseen`, one message counts the wrong fates of the hidden values and
-    shows the first."""
-    for dtype in (torch.float16, torch.bfloat16):
-        outcome = remote.run_student(cast_fate, collect_cast_fate, values, dtype)
-        remote.raise_if_raised("cast_fate", outcome, known=CAST_FATE_ERRORS,
-                               expected=f"returns one fate per value in {dtype}")
-        got = outcome["value"]
-        want = reference(values, dtype)
-        if not (isinstance(got, list) and len(got) == len(want)):
-            shown = f"{len(got)} items" if unseen and isinstance(got, list) else repr(got)
-            raise mistake("wrong_return_type",
-                          f"cast_fate should return a list with one string per value ({len(want)}), "
-                          f"got {shown}")
-        wrong = [(v, g, w) for v, g, w in zip(values.tolist(), got, want, strict=True) if g != w]
-        if unseen and wrong:
-            v, g, w = wrong[0]
-            raise mistake("wrong_fate",
-                          f"on unseen values in {dtype}, {len(wrong)} fates are wrong, e.g. "
-                          f"{v:.9g} should be {w!r}, not {g!r}")
-        if wrong:
-            v, g, w = wrong[0]
-            raise mistake("wrong_fate", f"in {dtype}, {v:.9g} should be {w!r}, your function says {g!r}")
-
-
-def autocast_audit_reference(sequential: nn.Module, x: torch.Tensor, dtype: torch.dtype) -> dict:
-    """Exercise 2's answer for a (nested) Sequential, in the grader: each leaf in turn under
-    autocast, named as named_modules() names it, with the dtype it returned."""
-    expected, hidden = {}, x
-    with torch.no_grad(), torch.autocast(x.device.type, dtype=dtype):
-        for name, leaf in sequential.named_modules():
-            if next(leaf.children(), None) is None:
-                hidden = leaf(hidden)
-                expected[name] = hidden.dtype
-    return expected
-
-
-def check_autocast_audit(audit: Callable, model: nn.Module, x: torch.Tensor, dtype: torch.dtype,
-                         label: str, reference: Callable = autocast_audit_reference) -> dict:
-    """Exercise 2: run audit(model, x, dtype) once on a copy of `model` and assert its report equals
-    the reference: `reference(model, x, dtype)` (a replay of a Sequential under autocast, here in
-    the grader), or for a ReusedLeafModel a replay of `model` itself (and the copy ran once); then
-    that no hook is left on the copy and its parameters are unchanged. Returns the report."""
-    before = param_snapshot(model)
-    outcome = remote.run_student(audit, collect_autocast_audit, model, x, dtype)
-    remote.raise_if_raised("autocast_audit", outcome, known=AUDIT_ERRORS,
-                           expected="reports the output dtype of every leaf that ran")
-    if "value" not in outcome:
-        raise mistake("wrong_return_type",
-                      f"autocast_audit should return a dict, got {outcome.get('returned')}")
-    report = outcome["value"]
-    if isinstance(model, ReusedLeafModel):
-        replay(model, x, dtype)
-        check_audit(report, model.ran, label, first=model.first)
-        # Counted, since a second forward leaves the same report: the text asks for one model(x).
-        calls = outcome.get("calls")
-        if calls != 1:
-            raise mistake("extra_forward_passes",
-                          f"the report is right, but autocast_audit ran the model {calls} times: "
-                          "run model(x) once")
-    else:
-        check_audit(report, reference(model, x, dtype), label)
-    check_audit_left_no_trace(outcome.get("trace") or {}, before, label, dtype)
-    return report
 
 
 def _run_amp_step(amp_train_step: Callable, model: nn.Module, init_scale: float, args: tuple,
