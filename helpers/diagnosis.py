@@ -1,7 +1,7 @@
 """A failed check reads as its diagnosis, first, in the student's notebook.
 
 A check that fails raises an AssertionError whose message says what is wrong and what to do.
-IPython would print it last, under some twenty lines of traceback through helpers/checks_*.py
+IPython would print it last, under some twenty lines of traceback through helpers/checks/
 that the student cannot act on, wrapped in Validate's dialog too. `show_diagnoses_first()`, called
 by each lesson's setup cell, makes IPython show such a failure as its message alone. Errors raised
 anywhere else, the student's own code included, keep their full traceback: there the frames are

@@ -222,7 +222,8 @@ def token_references(model: nn.Module, micro_batches, ignore_index: int = -100):
     one forward over all sequences right-padded to a common length. naive: gradients of the mean
     of per-micro-batch means, the October 2024 bug. loss: the full-batch mean loss. The model
     itself is not touched. Lesson 02 shows the two side by side, and its Exercise 3 checks against
-    them; it lives here, not with the GRADER_ONLY checks, because the lesson's own cells use it.
+    them; it lives here, not with the judges in helpers/checks/ (stubbed at grading), because the
+    lesson's own cells use it.
     """
     if not micro_batches:
         raise ValueError("token_references needs at least one micro-batch")

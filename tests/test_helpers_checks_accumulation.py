@@ -9,15 +9,11 @@ import torch
 import torch.nn.functional as F
 
 from helpers.checks import accumulation as checks_accumulation
-from helpers.checks.accumulation import (
-    CycleReference,
-    Reference,
-    check_token_gradients,
-    check_updates,
-    reference_run,
-    student_error,
-    token_references,
-)
+from helpers.checks.accumulation.activations import check_graphs_alive
+from helpers.checks.accumulation.reference import CycleReference, Reference, reference_run
+from helpers.checks.accumulation.shared import call_log, prefixed, returned_tensors, student_error
+from helpers.checks.accumulation.tokens import check_token_gradients
+from helpers.checks.accumulation.updates import check_updates
 from helpers.checks.amp_calls import check_amp_calls
 from helpers.data import lm_batch, make_blobs, make_token_sequences, split_by_sizes, split_micro_batches
 from helpers.grads import (
@@ -28,6 +24,7 @@ from helpers.grads import (
     global_grad_norm,
     grad_snapshot,
     param_snapshot,
+    token_references,
 )
 from helpers.models import MLP, TinyLM
 from helpers.spies import record
@@ -889,11 +886,11 @@ def test_student_error_quotes_other_errors_and_the_stub_stays_itself():
 
 def test_prefixed_starts_an_assertion_message_and_lets_other_errors_through():
     with pytest.raises(AssertionError, match="^with accum_steps=2: wrong$"), \
-            checks_accumulation.prefixed("with accum_steps=2"):
+            prefixed("with accum_steps=2"):
         raise AssertionError("wrong")
-    with pytest.raises(AssertionError, match="^wrong$"), checks_accumulation.prefixed(None):
+    with pytest.raises(AssertionError, match="^wrong$"), prefixed(None):
         raise AssertionError("wrong")
-    with pytest.raises(ValueError, match="^other$"), checks_accumulation.prefixed("where"):
+    with pytest.raises(ValueError, match="^other$"), prefixed("where"):
         raise ValueError("other")
 
 
@@ -1150,26 +1147,26 @@ def test_amp_accumulation_checks_float16_needs_autocast():
 # ---------------------------------------------------------------------------------------------
 
 def test_the_collectors_import_no_checks_module():
-    """At grading the checks_* modules are stubs in the kernel: the collectors must not need them."""
+    """At grading the judges (helpers/checks/) are stubs in the kernel: the collectors must not need them."""
     import subprocess
     import sys
 
     code = ("import sys, helpers.collect.accumulation\n"
-            "print(sorted(name for name in sys.modules if name.startswith('helpers.checks_')))")
+            "print(sorted(name for name in sys.modules if name.startswith('helpers.checks')))")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert shown.stdout.strip() == "[]"
 
 
 def test_a_forged_log_can_only_lose_calls_and_unreadable_tensors_fail_the_check():
-    log = checks_accumulation.call_log({"calls": [
+    log = call_log({"calls": [
         {"name": "backward", "info": {}}, {"name": "pass_the_test", "info": {}}, "step", {"name": "step"},
         {"name": "step", "info": {"grads": {}}}]})
     assert log.names() == ["backward", "step"]
     like = {"w": torch.zeros(2, 3)}
-    assert checks_accumulation.returned_tensors({"params": {"w": None}}, "params", like, "x") == {"w": None}
+    assert returned_tensors({"params": {"w": None}}, "params", like, "x") == {"w": None}
     for forged in ({"w": torch.zeros(3)}, {"v": torch.zeros(2, 3)}, [torch.zeros(2, 3)], {"w": 0.0}):
         with pytest.raises(AssertionError, match="could not read the final parameters back"):
-            checks_accumulation.returned_tensors({"params": forged}, "params", like, "the final parameters")
+            returned_tensors({"params": forged}, "params", like, "the final parameters")
 
 
 def test_a_whole_cycle_graph_is_seen_however_ordinary_pytorch_hides_it():
@@ -1411,7 +1408,7 @@ def test_a_loop_that_clears_the_models_hooks_is_told_so():
     record = graphs.plain()
     assert record["hooks_lost"] > 0 and record["forwards"] == 0
     with pytest.raises(AssertionError, match="removed the hooks the check put") as problem:
-        checks_accumulation.check_graphs_alive(record, 4)
+        check_graphs_alive(record, 4)
     assert problem.value.mistake == "course_hooks_removed"
     with graphs_alive(model) as graphs:
         model(torch.randn(4, 6)).sum().backward()

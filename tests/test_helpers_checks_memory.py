@@ -15,6 +15,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 from helpers.checks import memory as cm
+from helpers.checks.memory import plan as cm_plan
+from helpers.checks.memory import saved_bytes as cm_saved
+from helpers.checks.memory import training_bytes as cm_training
 from helpers.models import ResidualMLP
 
 # The models are tiny: extra intra-op threads only fight each other (3x slower on 2 cores).
@@ -44,7 +47,7 @@ def test_measure_training_bytes_counts_a_real_step_and_leaves_the_model_alone():
     assert measured == {"parameters": params, "gradients": params, "optimizer": 2 * params + 4 * 4}
     assert all(p.grad is None for p in model.parameters())
     with pytest.raises(ValueError, match="optimizer_name"):
-        cm.make_optimizer(model.parameters(), "adamw")
+        cm_training.make_optimizer(model.parameters(), "adamw")
 
 
 def test_check_training_bytes_passes_a_correct_prediction():
@@ -125,7 +128,7 @@ SAVED_MODELS = [
 
 def test_measure_saved_bytes_matches_the_tables_count():
     # Linear saves its input, ReLU its output (shared with the next Linear): two [10, 16|32] tensors.
-    assert cm.measure_saved_bytes(SAVED_MODELS[0], 10) == 10 * 16 * 4 + 10 * 32 * 4
+    assert cm_saved.measure_saved_bytes(SAVED_MODELS[0], 10) == 10 * 16 * 4 + 10 * 32 * 4
 
 
 def test_check_saved_bytes_passes_a_correct_prediction():
@@ -405,7 +408,7 @@ def test_peak_measure_grows_with_the_micro_batch_and_records_calls():
     # At a small micro-batch gradients' temporaries dominate and the recompute only adds; at a large
     # one the activations dominate and checkpointing every block lowers the peak.
     assert measure(1, True) > measure(1, False) and measure(64, True) < measure(64, False)
-    assert measure(0, True) == 0 and cm._odd_sizes(measure.calls) == [0]
+    assert measure(0, True) == 0 and cm_plan._odd_sizes(measure.calls) == [0]
 
 
 @pytest.mark.parametrize(("batch", "budget", "plan"), [
@@ -506,8 +509,8 @@ def test_a_student_function_that_warns_and_prints_to_stderr_writes_nothing_to_st
 
 
 def test_divisors():
-    assert cm._divisors(12) == [1, 2, 3, 4, 6, 12]
-    assert math.prod(cm._divisors(1)) == 1
+    assert cm_plan._divisors(12) == [1, 2, 3, 4, 6, 12]
+    assert math.prod(cm_plan._divisors(1)) == 1
 
 
 def test_a_prediction_that_trains_a_copy_of_the_model_ran_something():
@@ -515,7 +518,7 @@ def test_a_prediction_that_trains_a_copy_of_the_model_ran_something():
 
     def measures_a_copy(model, optimizer_name):
         twin = copy.deepcopy(model)
-        optimizer = cm.make_optimizer(twin.parameters(), optimizer_name)
+        optimizer = cm_training.make_optimizer(twin.parameters(), optimizer_name)
         twin(torch.randn(2, 6)).pow(2).mean().backward()
         optimizer.step()
         return cm.measure_training_bytes(model, optimizer_name)

@@ -12,7 +12,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.checks import precision as checks_precision
-from helpers.checks.amp_calls import clip_grads
+from helpers.checks.amp_calls import check_amp_calls, clip_grads
+from helpers.checks.precision.amp_train_step import AMP_STEP_ERRORS, check_amp_step_gradient
+from helpers.checks.precision.autocast_audit import check_audit, check_audit_left_no_trace, replay
+from helpers.checks.precision.cast_fate import CAST_FATE_ERRORS
 from helpers.collect.precision import (
     ReusedLeafModel,
     audit_trace,
@@ -101,8 +104,8 @@ def test_amp_step_check_passes_a_student_who_warns_without_stderr(capsys):
         warnings.warn("the student's own warning", UserWarning, stacklevel=1)
         print("the student's stderr", file=sys.stderr)
         amp_step(model, optimizer, scaler, x, y, 0.05, torch.float16)
-    checks_precision.check_amp_calls(log, num_micro_batches=1, num_updates=1)
-    checks_precision.check_amp_step_gradient(log.of("step")[0].info["grads"], reference, 0.05)
+    check_amp_calls(log, num_micro_batches=1, num_updates=1)
+    check_amp_step_gradient(log.of("step")[0].info["grads"], reference, 0.05)
     assert capsys.readouterr().err == ""
 
 
@@ -112,7 +115,7 @@ def test_amp_step_check_passes_a_student_who_warns_without_stderr(capsys):
     (lambda: (1.0).to(torch.float16), "cast the whole tensor first"),
 ])
 def test_failure_names_cast_fate_errors(raise_it, phrase):
-    assert phrase in named_error("cast_fate", checks_precision.CAST_FATE_ERRORS, raise_it)
+    assert phrase in named_error("cast_fate", CAST_FATE_ERRORS, raise_it)
 
 
 def test_failure_passes_not_implemented_through_and_names_no_cause_it_does_not_know():
@@ -120,10 +123,10 @@ def test_failure_passes_not_implemented_through_and_names_no_cause_it_does_not_k
         raise NotImplementedError()
 
     with pytest.raises(NotImplementedError):
-        named_error("cast_fate", checks_precision.CAST_FATE_ERRORS, stub)
-    said = named_error("cast_fate", checks_precision.CAST_FATE_ERRORS, lambda: {}["something else"])
+        named_error("cast_fate", CAST_FATE_ERRORS, stub)
+    said = named_error("cast_fate", CAST_FATE_ERRORS, lambda: {}["something else"])
     assert said.startswith("cast_fate stopped with KeyError")
-    assert not any(advice in said for _, advice in checks_precision.CAST_FATE_ERRORS)
+    assert not any(advice in said for _, advice in CAST_FATE_ERRORS)
 
 
 def named_error(function, known, run) -> str:
@@ -172,11 +175,11 @@ def test_check_amp_step_gradient_names_the_mistake(mistake, phrase, amp_dtype):
         loss = amp_step(model, optimizer, scaler, x, y, 0.05, amp_dtype, **mistake)
     candidate = log.of("step")[0].info["grads"]
     if phrase is None:
-        checks_precision.check_amp_step_gradient(candidate, reference, 0.05, stale=5.0, scale=1024.0)
+        check_amp_step_gradient(candidate, reference, 0.05, stale=5.0, scale=1024.0)
         assert loss == reference.loss
     else:
         with pytest.raises(AssertionError, match=phrase):
-            checks_precision.check_amp_step_gradient(candidate, reference, 0.05, stale=5.0, scale=1024.0)
+            check_amp_step_gradient(candidate, reference, 0.05, stale=5.0, scale=1024.0)
 
 
 def test_check_amp_step_gradient_names_gradients_cleared_before_step():
@@ -184,7 +187,7 @@ def test_check_amp_step_gradient_names_gradients_cleared_before_step():
     model = MLP(6, 8, 3, seed=32)
     reference = checks_precision.amp_reference_step(model, F.cross_entropy, x, y, 0.05, torch.float16, 1024.0)
     with pytest.raises(AssertionError, match="cleared between backward and step"):
-        checks_precision.check_amp_step_gradient({n: None for n in reference.grads}, reference, 0.05)
+        check_amp_step_gradient({n: None for n in reference.grads}, reference, 0.05)
 
 
 @pytest.mark.parametrize(("mistake", "phrase"), [
@@ -196,7 +199,7 @@ def test_failure_names_gradscaler_errors_of_one_step(mistake, phrase):
     model = MLP(6, 8, 3, seed=32)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
-    said = named_error("amp_train_step", checks_precision.AMP_STEP_ERRORS,
+    said = named_error("amp_train_step", AMP_STEP_ERRORS,
                        lambda: amp_step(model, optimizer, scaler, x, y, 0.05, torch.float16, **mistake))
     assert phrase in said
 
@@ -212,7 +215,7 @@ def test_failure_names_an_update_that_runs_twice():
         scaler.update()
 
     error = remote.failure("amp_train_step", remote.raised_of(remote.called(updates_twice)),
-                           known=checks_precision.AMP_STEP_ERRORS)
+                           known=AMP_STEP_ERRORS)
     assert mistake_name(error) == "update_twice"
     assert "call it once, right after scaler.step(optimizer)" in str(error)
 
@@ -230,16 +233,16 @@ def test_failure_names_a_step_without_update_on_the_next_step():
             scaler.unscale_(optimizer)
             scaler.step(optimizer)
 
-    said = named_error("amp_train_step", checks_precision.AMP_STEP_ERRORS, two_steps_without_update)
+    said = named_error("amp_train_step", AMP_STEP_ERRORS, two_steps_without_update)
     assert "call scaler.update() once right after every scaler.step(optimizer)" in said
 
 
 
 def test_reused_leaf_model_records_last_dtype_in_first_place():
-    model = checks_precision.replay(checks_precision.ReusedLeafModel(8), torch.randn(3, 8), torch.bfloat16)
+    model = replay(checks_precision.ReusedLeafModel(8), torch.randn(3, 8), torch.bfloat16)
     assert list(model.ran) == ["act", "lin"] and model.calls == 1
     assert model.first["act"] == torch.float32 and model.ran["act"] == torch.bfloat16
-    checks_precision.check_audit(dict(model.ran), model.ran, "probe", first=model.first)
+    check_audit(dict(model.ran), model.ran, "probe", first=model.first)
 
 
 @pytest.mark.parametrize(("report", "phrase"), [
@@ -251,33 +254,33 @@ def test_reused_leaf_model_records_last_dtype_in_first_place():
     ([("act", torch.bfloat16)], "should return a dict"),
 ])
 def test_check_audit_names_the_clause(report, phrase):
-    model = checks_precision.replay(checks_precision.ReusedLeafModel(8), torch.randn(3, 8), torch.bfloat16)
+    model = replay(checks_precision.ReusedLeafModel(8), torch.randn(3, 8), torch.bfloat16)
     with pytest.raises(AssertionError, match=phrase):
-        checks_precision.check_audit(report, model.ran, "probe", first=model.first)
+        check_audit(report, model.ran, "probe", first=model.first)
 
 
 def test_check_audit_left_no_trace():
     model = nn.Sequential(nn.Linear(4, 4))
     before = param_snapshot(model)
-    checks_precision.check_audit_left_no_trace(audit_trace(model), before)
+    check_audit_left_no_trace(audit_trace(model), before)
     handle = model[0].register_forward_hook(lambda *args: None)
     with pytest.raises(AssertionError, match="remove your forward hooks"):
-        checks_precision.check_audit_left_no_trace(audit_trace(model), before)
+        check_audit_left_no_trace(audit_trace(model), before)
     handle.remove()
     handle = torch.nn.modules.module.register_module_forward_hook(lambda *args: None)
     try:
         with pytest.raises(AssertionError, match="remove the global forward hooks"):
-            checks_precision.check_audit_left_no_trace(audit_trace(model), before)
+            check_audit_left_no_trace(audit_trace(model), before)
     finally:
         handle.remove()
     with torch.no_grad():
         model[0].weight.add_(1.0)
     with pytest.raises(AssertionError, match="the parameters changed"):
-        checks_precision.check_audit_left_no_trace(audit_trace(model), before)
+        check_audit_left_no_trace(audit_trace(model), before)
     with pytest.raises(AssertionError, match="could not read the model's parameters"):   # no trace
-        checks_precision.check_audit_left_no_trace({"module_hooks": [], "global_hooks": []}, before)
+        check_audit_left_no_trace({"module_hooks": [], "global_hooks": []}, before)
     with pytest.raises(AssertionError, match="could not read which hooks"):
-        checks_precision.check_audit_left_no_trace({"module_hooks": False, "global_hooks": False}, before)
+        check_audit_left_no_trace({"module_hooks": False, "global_hooks": False}, before)
 
 
 def test_an_audit_that_rounds_the_parameters_or_leaves_an_attribute_is_told_so():
@@ -285,14 +288,14 @@ def test_an_audit_that_rounds_the_parameters_or_leaves_an_attribute_is_told_so()
     before = param_snapshot(model)
     model.to(torch.bfloat16).to(torch.float32)
     with pytest.raises(AssertionError, match="rounded the parameters to torch.bfloat16") as problem:
-        checks_precision.check_audit_left_no_trace(audit_trace(model), before, "a probe", torch.bfloat16)
+        check_audit_left_no_trace(audit_trace(model), before, "a probe", torch.bfloat16)
     assert problem.value.mistake == "parameters_rounded"
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
     attributes = module_attributes(model)
     model[1].seen = torch.float32
     model.register_buffer("report", torch.zeros(1))
     with pytest.raises(AssertionError, match=r"attached to the model before returning \(report, 1.seen\)"):
-        checks_precision.check_audit_left_no_trace(audit_trace(model, attributes), param_snapshot(model))
+        check_audit_left_no_trace(audit_trace(model, attributes), param_snapshot(model))
 
 
 @pytest.mark.parametrize(("attach", "says"), [
@@ -307,7 +310,7 @@ def test_an_audit_must_remove_every_kind_of_hook_it_attached(attach, says):
     handle = attach(model)
     try:
         with pytest.raises(AssertionError, match=says):
-            checks_precision.check_audit_left_no_trace(audit_trace(model), param_snapshot(model))
+            check_audit_left_no_trace(audit_trace(model), param_snapshot(model))
     finally:
         handle.remove()
 

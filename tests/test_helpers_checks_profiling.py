@@ -23,6 +23,9 @@ from torch.utils.data import DataLoader
 from course_tools.lessons import REPO_ROOT
 from helpers import data, models
 from helpers.checks import profiling as cp
+from helpers.checks.profiling import slow_loop as checks_slow_loop
+from helpers.checks.profiling.slow_loop import reference_epoch
+from helpers.checks.profiling.trace_shares import _outermost, labelled_shares
 from helpers.collect import profiling as collect_profiling
 from helpers.grads import param_snapshot
 from helpers.transport import remote, wire
@@ -472,7 +475,7 @@ def test_fast_epoch_returns_a_float():
 
 def test_fast_epoch_pin_memory_on_a_cuda_stand_in(monkeypatch):
     # The CUDA branch of the check, on a CPU: the check is told the model is on CUDA.
-    monkeypatch.setattr(cp, "_device_of", lambda model: torch.device("cuda"))
+    monkeypatch.setattr(checks_slow_loop, "_device_of", lambda model: torch.device("cuda"))
     with pytest.raises(AssertionError, match="pin_memory=False"):
         check_ex4(fast_epoch)
     with warnings.catch_warnings():
@@ -637,7 +640,7 @@ def test_reference_epoch_is_the_published_slow_epoch():
     published, ours = models.MLP(8, 16, 3, seed=6), models.MLP(8, 16, 3, seed=6)
     optimizer = torch.optim.SGD(published.parameters(), lr=0.05)
     published_loss = namespace["slow_epoch"](published, optimizer, dataset, batch_size=16)
-    assert cp.reference_epoch(ours, dataset, 16, 0.05) == published_loss
+    assert reference_epoch(ours, dataset, 16, 0.05) == published_loss
     assert all(torch.equal(a, b) for a, b in zip(published.parameters(), ours.parameters(), strict=True))
 
 
@@ -704,7 +707,7 @@ def test_labels_inside_another_label_of_the_phases_are_left_out(tmp_path):
     """One thread: data inside forward and forward inside forward are already in forward's time; a
     label on another thread overlapping it is not nested."""
     want = {"data": 600 / 1200, "forward": 400 / 1200, "backward": 200 / 1200}
-    assert cp.labelled_shares(NESTED, list(want)) == pytest.approx(want)
+    assert labelled_shares(NESTED, list(want)) == pytest.approx(want)
     with pytest.raises(AssertionError, match="count a label twice when it runs inside another label"):
         cp.check_phase_shares(phase_shares, tmp_path / "trace.json", NESTED, want,
                               nested_counted={"data": 700 / 1400, "forward": 500 / 1400,
@@ -713,7 +716,7 @@ def test_labels_inside_another_label_of_the_phases_are_left_out(tmp_path):
     def outermost_only(trace_path, phases):
         events = json.loads(Path(trace_path).read_text())["traceEvents"]
         try:
-            return cp.labelled_shares(events, phases)
+            return labelled_shares(events, phases)
         except AssertionError:
             raise ValueError("none of the phases") from None
 
@@ -740,7 +743,7 @@ def nested_across_threads(trace_path, phases):
 def test_nesting_decided_across_threads_is_named(tmp_path):
     threads = [E("forward", 500, ts=0, tid=1), E("data", 300, ts=100, tid=2)]
     want = {"forward": 500 / 800, "data": 300 / 800}
-    assert cp.labelled_shares(threads, list(want)) == pytest.approx(want)
+    assert labelled_shares(threads, list(want)) == pytest.approx(want)
     with pytest.raises(AssertionError, match="labels nest only on the same pid and tid") as failure:
         cp.check_phase_shares(nested_across_threads, tmp_path / "trace.json", threads, want)
     assert failure.value.mistake == "nesting_across_threads"
@@ -755,8 +758,8 @@ def test_nesting_decided_across_threads_is_named(tmp_path):
 
 
 def test_outermost_per_thread_switch():
-    across = cp._outermost(NESTED, {"data", "forward", "backward"}, per_thread=False)
-    per_thread = cp._outermost(NESTED, {"data", "forward", "backward"})
+    across = _outermost(NESTED, {"data", "forward", "backward"}, per_thread=False)
+    per_thread = _outermost(NESTED, {"data", "forward", "backward"})
     assert [e["dur"] for e in per_thread if e.get("tid") == 2] == [300]
     assert not [e for e in across if e.get("tid") == 2]
 

@@ -30,8 +30,8 @@ def shell(monkeypatch):
 def test_a_failed_check_shows_its_message_alone(shell):
     assert diagnosis.show_diagnoses_first(shell)
     # A check of the course raises from helpers: here, a compare() given two different dicts.
-    shell.run_cell("import torch\nfrom helpers.checks import accumulation as checks_accumulation\n"
-                   "checks_accumulation.check_returned_losses([1.0], [2.0])")
+    shell.run_cell("import torch\nfrom helpers.checks.accumulation.updates import check_returned_losses\n"
+                   "check_returned_losses([1.0], [2.0])")
     [(name, lines)] = shell.shown
     assert name == "AssertionError" and lines[0].startswith("AssertionError: ")
     assert "returned losses" in " ".join(lines) and "Traceback" not in "".join(lines)
@@ -79,19 +79,19 @@ PASSED_THROUGH = {
     # A cause chosen among several by a helper that returns (name, words): _gradient_diagnosis
     # (its names as literals, or MISTAKE_NAMES), _diagnose_bottleneck, _schedule_problem,
     # _training_hint, _saved_hint, _peak_hint (PEAK_MISTAKE_NAMES).
-    ("checks/accumulation.py", "_explain_wrong_updates", "name"),
-    ("checks/profiling.py", "check_find_bottleneck", "cause"),
-    ("checks/profiling.py", "check_find_bottleneck", "problem_name"),
-    ("checks/profiling.py", "check_find_bottleneck", "problem_name or 'shares_not_per_phase'"),
-    ("checks/memory.py", "check_training_bytes", "cause"),
-    ("checks/memory.py", "check_saved_bytes", "cause"),
-    ("checks/memory.py", "check_checkpointed_forward", "cause"),
+    ("checks/accumulation/updates.py", "_explain_wrong_updates", "name"),
+    ("checks/profiling/bottleneck.py", "check_find_bottleneck", "cause"),
+    ("checks/profiling/bottleneck.py", "check_find_bottleneck", "problem_name"),
+    ("checks/profiling/bottleneck.py", "check_find_bottleneck", "problem_name or 'shares_not_per_phase'"),
+    ("checks/memory/training_bytes.py", "check_training_bytes", "cause"),
+    ("checks/memory/saved_bytes.py", "check_saved_bytes", "cause"),
+    ("checks/memory/checkpoint_segments.py", "check_checkpointed_forward", "cause"),
     # A cause set, as a literal, beside the words it explains, in the branches just above the raise.
-    ("checks/profiling.py", "check_compare_speed", "cause"),
+    ("checks/profiling/speed_comparison.py", "check_compare_speed", "cause"),
     # One of the three calls counted once per update, each with its own name in the loop's table.
     ("checks/amp_calls.py", "check_amp_calls", "wrong_count"),
     # The same diagnosis in other words keeps the name the failure it rewords was given.
-    ("checks/accumulation.py", "_reworded", "name"),
+    ("checks/accumulation/shared.py", "_reworded", "name"),
     # The one known mistake the student's prediction matches, by its MISTAKE_NAMES entry.
     ("checks/batchnorm.py", "check_running_stats",
      "MISTAKE_NAMES[matches[0]] if len(matches) == 1 else 'wrong_prediction'"),
@@ -100,7 +100,7 @@ PASSED_THROUGH = {
 }
 
 # An assert that is the test's own precondition, not a diagnosis of the student's work.
-PRECONDITIONS = {("checks/memory.py", "check_plan_raises")}
+PRECONDITIONS = {("checks/memory/plan.py", "check_plan_raises")}
 
 
 def _calls_in_functions(tree):
@@ -162,21 +162,24 @@ def test_every_mistake_is_named_by_a_literal_name(path):
 
 def test_the_name_tables_hold_names():
     """The tables a check picks a mistake's name from: every entry a name, one for every mistake."""
-    from helpers.checks import accumulation as checks_accumulation
     from helpers.checks import batchnorm as checks_batchnorm
-    from helpers.checks import memory as checks_memory
-    from helpers.checks import precision as checks_precision
     from helpers.checks import recompute as checks_recompute
+    from helpers.checks.accumulation.shared import TORCH_ERRORS
+    from helpers.checks.accumulation.updates import MISTAKE_MESSAGES, MISTAKE_NAMES
+    from helpers.checks.memory import checkpoint_segments as checks_memory_segments
+    from helpers.checks.precision.amp_train_step import AMP_STEP_ERRORS
+    from helpers.checks.precision.autocast_audit import AUDIT_ERRORS
+    from helpers.checks.precision.cast_fate import CAST_FATE_ERRORS
 
-    tables = [(checks_accumulation.MISTAKE_NAMES, checks_accumulation.MISTAKE_MESSAGES),
+    tables = [(MISTAKE_NAMES, MISTAKE_MESSAGES),
               (checks_batchnorm.MISTAKE_NAMES, checks_batchnorm.MISTAKES),
               (checks_recompute.MISTAKE_NAMES, checks_recompute.MISTAKES),
-              (checks_memory.PEAK_MISTAKE_NAMES, checks_memory.PEAK_HINTS)]
+              (checks_memory_segments.PEAK_MISTAKE_NAMES, checks_memory_segments.PEAK_HINTS)]
     for names, messages in tables:
         assert names.keys() == messages.keys()
         assert all(NAME.match(name) for name in names.values()), names
-    known = [*remote.COMMON_ERRORS, *checks_precision.CAST_FATE_ERRORS, *checks_precision.AUDIT_ERRORS,
-             *checks_precision.AMP_STEP_ERRORS, *checks_accumulation.TORCH_ERRORS]
+    known = [*remote.COMMON_ERRORS, *CAST_FATE_ERRORS, *AUDIT_ERRORS,
+             *AMP_STEP_ERRORS, *TORCH_ERRORS]
     assert all(isinstance(entry, remote.Known) and NAME.match(entry.mistake) for entry in known)
 
 
@@ -210,11 +213,11 @@ def test_what_cannot_be_called_or_read_is_named():
 
 
 def test_a_reworded_failure_keeps_its_name():
-    from helpers.checks import accumulation as checks_accumulation
+    from helpers.checks.accumulation.shared import prefixed
 
-    with pytest.raises(AssertionError, match="^here: wrong$") as raised, checks_accumulation.prefixed("here"):
+    with pytest.raises(AssertionError, match="^here: wrong$") as raised, prefixed("here"):
         raise diagnosis.mistake("some_mistake", "wrong")
     assert diagnosis.mistake_name(raised.value) == "some_mistake"
-    with pytest.raises(AssertionError, match="^here: plain$") as raised, checks_accumulation.prefixed("here"):
+    with pytest.raises(AssertionError, match="^here: plain$") as raised, prefixed("here"):
         raise AssertionError("plain")
     assert diagnosis.mistake_name(raised.value) is None

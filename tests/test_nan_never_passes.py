@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from helpers import data, models
-from helpers.checks import accumulation as checks_accumulation
 from helpers.checks import batchnorm as checks_batchnorm
 from helpers.checks import precision as checks_precision
 from helpers.checks import profiling as checks_profiling
+from helpers.checks.accumulation.updates import check_returned_losses
 from helpers.data import make_blobs
 from helpers.grads import compare, near
 
@@ -80,9 +80,9 @@ def test_01_a_right_step_that_returns_a_nan_or_infinite_loss_fails(loss):
 
 def test_02_nan_losses_fail_the_returned_losses():
     with pytest.raises(AssertionError, match="the mean losses of the cycles"):
-        checks_accumulation.check_returned_losses([NAN, NAN], [1.0, 2.0])
+        check_returned_losses([NAN, NAN], [1.0, 2.0])
     with pytest.raises(AssertionError, match="the mean losses of the cycles"):
-        checks_accumulation.check_returned_losses([1.0, INF], [1.0, 2.0])
+        check_returned_losses([1.0, INF], [1.0, 2.0])
 
 
 def test_02_a_nan_running_mean_fails_the_batchnorm_prediction():

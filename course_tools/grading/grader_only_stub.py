@@ -1,4 +1,4 @@
-"""Stands in, inside the grading sandbox, for a helpers module marked GRADER_ONLY.
+"""Stands in, inside the grading sandbox, for every module of helpers/checks/ (the judges).
 
 Such a module computes the exercises' references: at grading its checks run in the grader's
 process (course_tools.grading.verdict), so the student's kernel gets this stub in its place and cannot

@@ -5,7 +5,7 @@ helpers.collect.recompute, then trains a real ResidualMLP here for one update, c
 configuration says, counts every block forward that starts (in the forward pass and in backward's
 recomputation) and names the mistake whose count the student's matches.
 
-At grading this module is replaced by a stub inside the sandbox (GRADER_ONLY below).
+At grading this module is replaced by a stub inside the sandbox, as every module of helpers/checks/ is.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from helpers.checks.memory import segment_sizes, segmented_forward
+from helpers.checks.memory.checkpoint_segments import segment_sizes, segmented_forward
 from helpers.collect.recompute import collect_block_forwards
 from helpers.diagnosis import mistake
 from helpers.models import ResidualMLP

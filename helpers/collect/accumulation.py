@@ -6,7 +6,8 @@ GradScaler, builds those here (neither can travel), runs the student's function 
 `stderr_on_stdout()` with the lesson's spies installed and returns what came out: the returned
 value or the error, the final parameters, the gradients each optimizer.step saw and the calls the
 spies recorded. It judges nothing: helpers.checks.accumulation does, in the grader's process at
-grading (see helpers.transport.remote). Nothing here may import a checks_* module: those are GRADER_ONLY.
+grading (see helpers.transport.remote). Nothing here imports a judge:
+helpers/checks/ is a stub in the kernel at grading.
 """
 
 from __future__ import annotations
