@@ -11,10 +11,11 @@ import torch.nn.functional as F
 from helpers.checks import accumulation as checks_accumulation
 from helpers.checks.accumulation.activations import check_graphs_alive
 from helpers.checks.accumulation.reference import CycleReference, Reference, reference_run
-from helpers.checks.accumulation.shared import call_log, prefixed, returned_tensors, student_error
+from helpers.checks.accumulation.shared import prefixed, returned_tensors, student_error
 from helpers.checks.accumulation.tokens import check_token_gradients
 from helpers.checks.accumulation.updates import check_updates
 from helpers.checks.amp_calls import check_amp_calls
+from helpers.checks.call_logs import call_log
 from helpers.data import lm_batch, make_blobs, make_token_sequences, split_by_sizes, split_micro_batches
 from helpers.grads import (
     clone_model,
@@ -1158,9 +1159,9 @@ def test_the_collectors_import_no_checks_module():
 
 
 def test_a_forged_log_can_only_lose_calls_and_unreadable_tensors_fail_the_check():
-    log = call_log({"calls": [
+    log = call_log([
         {"name": "backward", "info": {}}, {"name": "pass_the_test", "info": {}}, "step", {"name": "step"},
-        {"name": "step", "info": {"grads": {}}}]})
+        ["step", {}], {"name": "step", "info": {1: "not a name"}}, {"name": "step", "info": {"grads": {}}}])
     assert log.names() == ["backward", "step"]
     like = {"w": torch.zeros(2, 3)}
     assert returned_tensors({"params": {"w": None}}, "params", like, "x") == {"w": None}

@@ -16,13 +16,11 @@ from helpers.checks.amp_calls import check_amp_calls, clip_grads
 from helpers.checks.precision.amp_train_step import AMP_STEP_ERRORS, check_amp_step_gradient
 from helpers.checks.precision.autocast_audit import check_audit, check_audit_left_no_trace, replay
 from helpers.checks.precision.cast_fate import CAST_FATE_ERRORS
-from helpers.collect.precision import (
-    ReusedLeafModel,
-    audit_trace,
+from helpers.collect.precision import ReusedLeafModel, audit_trace, module_attributes
+from helpers.collect.specs import (
     build_optimizer,
     build_scaler,
     first_linear_dtypes,
-    module_attributes,
     optimizer_spec,
     scaler_spec,
 )
@@ -535,8 +533,9 @@ def perfect_record(inputs, parameters, scale, loss=1.0):
     """What a kernel that lies sends: the spies' record of a right step, with the parameters given."""
     (model, _optimizer, _scaler, args, kwargs), _ = inputs
     amp_dtype = kwargs.get("amp_dtype", args[-1] if args else torch.float16)
-    calls = [["zero_grad", {}], ["scale", {"scale": 1024.0}], ["backward", {}], ["unscale_", {}],
-             ["clip", {"norm_seen": 1.0}], ["scaler_step", {}], ["update", {}]]
+    calls = [{"name": name, "info": info} for name, info in (
+        ("zero_grad", {}), ("scale", {"scale": 1024.0}), ("backward", {}), ("unscale_", {}),
+        ("clip", {"norm_seen": 1.0}), ("scaler_step", {}), ("update", {}))]
     return {"value": loss, "dtypes": [amp_dtype], "calls": calls, "scale": scale,
             "parameters": parameters(model)}
 
@@ -548,7 +547,7 @@ def test_a_kernels_record_alone_earns_nothing():
 
     def claims_the_right_step(inputs):
         answer = perfect_record(inputs, param_snapshot, 1024.0, reference.loss)
-        answer["calls"].insert(5, ["step", {"grads": reference.grads}])   # the right gradient, never used
+        answer["calls"].insert(5, {"name": "step", "info": {"grads": reference.grads}})   # never used
         return answer
 
     with pytest.raises(AssertionError, match="parameters after the step are not those of one SGD step"):

@@ -22,49 +22,11 @@ from torch import nn
 
 from helpers import spies
 from helpers.collect.autograd_graphs import graphs_alive
+from helpers.collect.specs import build_optimizer, build_scaler, first_linear_dtypes, plain_calls
 from helpers.grads import grad_snapshot, param_snapshot
 from helpers.memory import SavedTensorMeter
 from helpers.transport import remote
 from helpers.transport.capture import stderr_on_stdout
-
-OPTIMIZERS = {"SGD": torch.optim.SGD, "Adam": torch.optim.Adam}
-
-
-def make_optimizer(model: nn.Module, spec: dict) -> torch.optim.Optimizer:
-    """The optimizer a check's spec names, over all of `model`'s parameters: {"kind": "SGD", "lr": 0.5}."""
-    settings = dict(spec)
-    kind = settings.pop("kind")
-    if kind not in OPTIMIZERS:
-        raise ValueError(f"optimizer kind must be one of {sorted(OPTIMIZERS)}, got {kind!r}")
-    return OPTIMIZERS[kind](model.parameters(), **settings)
-
-
-def make_scaler(spec: dict) -> torch.amp.GradScaler:
-    """The GradScaler a check's spec describes: {"device": "cpu", "init_scale": 1024.0}."""
-    return torch.amp.GradScaler(spec["device"], init_scale=float(spec["init_scale"]))
-
-
-@contextmanager
-def first_linear_dtypes(model: nn.Module) -> Iterator[list[torch.dtype]]:
-    """Yield a list that collects the output dtype of each call of the model's first nn.Linear,
-    which tells whether a forward pass ran under autocast."""
-    first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
-    if first is None:
-        raise ValueError("first_linear_dtypes needs a model with at least one nn.Linear layer")
-    seen: list[torch.dtype] = []
-    handle = first.register_forward_hook(lambda _module, _args, output: seen.append(output.dtype))
-    try:
-        yield seen
-    finally:
-        handle.remove()
-
-
-def plain_calls(log: spies.CallLog) -> list[dict]:
-    """The recorded calls as plain data, [{"name": ..., "info": {...}}, ...] in order; the judge
-    rebuilds a CallLog from it. Every info value the spies record is a number, a string, a bool,
-    None, a list of those or a {name: tensor or None} dict of gradients."""
-    return [{"name": call.name, "info": dict(call.info)} for call in log.calls]
-
 
 # What torch.func raises under saved-tensor hooks (torch/_functorch): a correct loop written with
 # torch.func.grad cannot run inside the saved-tensor meter.
@@ -96,7 +58,7 @@ def collect_training(train: Callable, model: nn.Module, optimizer_spec: dict, lo
     start = copy.deepcopy(model)
 
     def run(metered: bool) -> dict:
-        optimizer = make_optimizer(model, optimizer_spec)
+        optimizer = build_optimizer(optimizer_spec, model.parameters())
         with contextlib.ExitStack() as stack:
             stack.enter_context(stderr_on_stdout())
             log = stack.enter_context(spies.record(model=model, optimizer=optimizer))
@@ -157,8 +119,8 @@ def collect_amp_training(train: Callable, model: nn.Module, optimizer_spec: dict
     under the spies (model, optimizer, scaler), both built from their specs: its outcome, calls,
     final parameters, the dtypes the first Linear layer produced, the scale it left and its growth
     tracker (finite updates since the scale last changed)."""
-    optimizer = make_optimizer(model, optimizer_spec)
-    scaler = make_scaler(scaler_spec)
+    optimizer = build_optimizer(optimizer_spec, model.parameters())
+    scaler = build_scaler(scaler_spec)
     loss_autocast: list[bool] = []     # whether autocast was on at each call of loss_fn
 
     def watched_loss_fn(output, target, *args, **kwargs):

@@ -3,8 +3,8 @@
 Each collector runs next to the student's code (the notebook's kernel), gets the inputs the check
 chose, calls the student's function inside `stderr_on_stdout()` and returns what came out and what
 the spies saw while it ran. It judges nothing: helpers.checks.precision does, in the grader's
-process at grading (see helpers.transport.remote). An optimizer or a GradScaler cannot travel, so a check
-sends its spec (`optimizer_spec`, `scaler_spec`) and the collector builds it on the model it got.
+process at grading (see helpers.transport.remote). An optimizer or a GradScaler cannot travel: the
+collector builds them from the specs the check sends (helpers.collect.specs).
 
 The tools the checks hand to a student's function live here too (ReusedLeafModel, a model a test
 cell builds and the kernel must rebuild).
@@ -12,34 +12,17 @@ cell builds and the kernel must rebuild).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-
 import torch
 from torch import nn
 
 from helpers import spies
+from helpers.collect.specs import build_optimizer, build_scaler, first_linear_dtypes, plain_calls
 from helpers.grads import param_snapshot
 from helpers.transport import remote
 from helpers.transport.capture import stderr_on_stdout
 
 _PLAIN = (type(None), bool, int, float, str)
 GradDict = dict[str, torch.Tensor]
-
-
-@contextmanager
-def first_linear_dtypes(model: nn.Module) -> Iterator[list[torch.dtype]]:
-    """Yield a list that collects the output dtype of each call of the model's first nn.Linear,
-    which tells whether a forward pass ran under autocast."""
-    first = next((m for m in model.modules() if isinstance(m, nn.Linear)), None)
-    if first is None:
-        raise ValueError("first_linear_dtypes needs a model with at least one nn.Linear layer")
-    seen: list[torch.dtype] = []
-    handle = first.register_forward_hook(lambda _module, _args, output: seen.append(output.dtype))
-    try:
-        yield seen
-    finally:
-        handle.remove()
 
 
 class ReusedLeafModel(nn.Module):
@@ -72,40 +55,6 @@ class ReusedLeafModel(nn.Module):
 
 
 # ---------------------------------------------------------------- optimizers and scalers, as specs
-
-def optimizer_spec(optimizer: torch.optim.Optimizer) -> dict:
-    """What rebuilds `optimizer` on other parameters: its torch.optim class and plain hyper-parameters."""
-    defaults = {name: value for name, value in optimizer.defaults.items()
-                if isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(
-                    isinstance(item, _PLAIN) for item in value))}
-    return {"class": type(optimizer).__name__, "defaults": defaults}
-
-
-def build_optimizer(spec: dict, parameters: Iterable[torch.Tensor]) -> torch.optim.Optimizer:
-    """The optimizer `optimizer_spec` describes, on `parameters`."""
-    cls = getattr(torch.optim, spec["class"], None)
-    if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
-        raise ValueError(f"{spec['class']!r} is not an optimizer of torch.optim")
-    return cls(list(parameters), **spec["defaults"])
-
-
-def scaler_spec(scaler: torch.amp.GradScaler) -> dict:
-    """What rebuilds `scaler` fresh: its device and the settings it was made with."""
-    return {"device": scaler._device, "init_scale": float(scaler._init_scale),
-            "growth_factor": float(scaler._growth_factor), "backoff_factor": float(scaler._backoff_factor),
-            "growth_interval": int(scaler._growth_interval), "enabled": bool(scaler._enabled)}
-
-
-def build_scaler(spec: dict) -> torch.amp.GradScaler:
-    """The GradScaler `scaler_spec` describes, as it was before its first step."""
-    settings = dict(spec)
-    return torch.amp.GradScaler(settings.pop("device"), **settings)
-
-
-def plain_calls(log: spies.CallLog) -> list[list]:
-    """A spies.CallLog as plain data: [name, info] per call, in order."""
-    return [[call.name, dict(call.info)] for call in log.calls]
-
 
 # ---------------------------------------------------------------- the collectors
 

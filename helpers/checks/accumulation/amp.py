@@ -21,13 +21,13 @@ from helpers.checks.accumulation.shared import (
     Batch,
     GradDict,
     _step_grads_readable,
-    call_log,
     prefixed,
     returned_tensors,
     student_error,
 )
 from helpers.checks.accumulation.updates import check_returned_losses, check_updates
 from helpers.checks.amp_calls import check_amp_calls
+from helpers.checks.call_logs import call_log
 from helpers.collect.accumulation import collect_amp_training
 from helpers.diagnosis import mistake
 from helpers.grads import compare, fill_grads, param_snapshot
@@ -78,14 +78,15 @@ class AmpAccumulationChecks:
         (collect_amp_training)."""
         model = models.MLP(6, 8, 3, seed=seed)
         old = None if fresh else fill_grads(model, seed=seed)
-        outcome = remote.run_student(self.train, collect_amp_training, model, {"kind": "SGD", "lr": self.lr},
-                                     {"device": "cpu", "init_scale": init_scale}, F.cross_entropy,
+        sgd = {"class": "SGD", "defaults": {"lr": self.lr}}
+        scaler = {"device": "cpu", "init_scale": init_scale}
+        outcome = remote.run_student(self.train, collect_amp_training, model, sgd, scaler, F.cross_entropy,
                                      list(micro_batches), accum_steps, max_norm, amp_dtype)
         error = remote.raised_of(outcome)
         if error is not None:
             raise student_error("train_accumulated_amp", error,
                                 expected="makes one scaled, clipped update per cycle")
-        log = call_log(outcome)
+        log = call_log(outcome.get("calls"))
         _step_grads_readable(log, param_snapshot(model))
         params = returned_tensors(outcome, "params", param_snapshot(model), "the final parameters")
         dtypes, scale = outcome.get("dtypes"), outcome.get("scale")

@@ -14,12 +14,12 @@ from helpers.checks.accumulation.reference import Reference
 from helpers.checks.accumulation.shared import (
     Batch,
     _step_grads_readable,
-    call_log,
     prefixed,
     returned_tensors,
     student_error,
 )
 from helpers.checks.accumulation.updates import check_updates
+from helpers.checks.call_logs import call_log
 from helpers.collect.accumulation import collect_training
 from helpers.diagnosis import mistake
 from helpers.grads import clone_model, fill_grads, param_snapshot
@@ -45,14 +45,15 @@ def check_training(train: Callable, name: str, model: nn.Module, micro_batches: 
     """
     model = clone_model(model)
     old = None if old_seed is None else fill_grads(model, scale=old_scale, seed=old_seed)
-    outcome = remote.run_student(train, collect_training, model, {"kind": "SGD", "lr": lr}, F.cross_entropy,
-                                 list(micro_batches), accum_steps)
+    sgd = {"class": "SGD", "defaults": {"lr": lr}}
+    outcome = remote.run_student(train, collect_training, model, sgd, F.cross_entropy, list(micro_batches),
+                                 accum_steps)
     error = remote.raised_of(outcome)
     if error is not None:
         sizes = {"num_micro_batches": len(micro_batches), "accum_steps": accum_steps}
         raise student_error(name, error, expected="makes the full-batch updates of every cycle",
                             **(sizes if name_empty_cycle else {}))
-    log = call_log(outcome)
+    log = call_log(outcome.get("calls"))
     final_params = returned_tensors(outcome, "params", param_snapshot(model), "the final parameters")
     _step_grads_readable(log, param_snapshot(model))
     peaks = (outcome.get("peak_saved"), micro_batch_peak(model, F.cross_entropy, micro_batches),

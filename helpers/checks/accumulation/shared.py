@@ -1,6 +1,7 @@
 """What several of lesson 02's judges share: the tolerances, the course's words for the errors the
 student's code raises (TORCH_ERRORS, student_error), and the reading of a collector's outcome back
-as the judge's data (call_log, returned_tensors), with `prefixed` to say where a check failed."""
+as the judge's data (returned_tensors; the call log is helpers.checks.call_logs), with `prefixed`
+to say where a check failed."""
 
 from __future__ import annotations
 
@@ -97,18 +98,6 @@ def _reworded(problem: AssertionError, message: str) -> AssertionError:
     mistake `problem` was given (helpers.diagnosis.mistake), or under none if it had none."""
     name = mistake_name(problem)
     return AssertionError(message) if name is None else mistake(name, message)
-
-
-def call_log(outcome: dict) -> spies.CallLog:
-    """The CallLog a collector recorded, rebuilt from its plain data. An entry that is not a call the
-    spies make is dropped: a log forged in the student's process can only lose calls, never pass."""
-    log = spies.CallLog()
-    calls = outcome.get("calls") if isinstance(outcome, dict) else None
-    for call in calls if isinstance(calls, list) else []:
-        if (isinstance(call, dict) and call.get("name") in spies.CALL_NAMES
-                and isinstance(call.get("info"), dict)):
-            log.calls.append(spies.Call(call["name"], len(log.calls), call["info"]))
-    return log
 
 
 def returned_tensors(outcome: dict, key: str, like: GradDict, what: str) -> GradDict:

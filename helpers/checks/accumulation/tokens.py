@@ -17,11 +17,11 @@ from helpers.checks.accumulation.shared import (
     Batch,
     GradDict,
     _reworded,
-    call_log,
     prefixed,
     returned_tensors,
     student_error,
 )
+from helpers.checks.call_logs import call_log
 from helpers.collect.accumulation import collect_token_accumulation
 from helpers.diagnosis import mistake
 from helpers.grads import clone_model, compare, fill_grads, near, param_snapshot
@@ -106,7 +106,7 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
     if error is not None:
         raise student_error("accumulate_token_gradients", error, ignore_index=ignore_index,
                             expected="adds the cycle's token-mean gradient to .grad")
-    log, returned = call_log(outcome), outcome["value"]
+    log, returned = call_log(outcome.get("calls")), outcome["value"]
     # The gradient cannot show whether the cycle ran as one graph: the memory the graph held can,
     # and a graph over the whole cycle also explains a wrong gradient best, so it comes first.
     backwards = log.count("backward")

@@ -13,6 +13,7 @@ from torch import nn
 
 from helpers.checks.memory.shared import _bytes
 from helpers.collect.memory import collect_training_bytes
+from helpers.collect.specs import build_optimizer
 from helpers.diagnosis import mistake
 from helpers.grads import clone_model
 from helpers.memory import gradient_bytes, optimizer_state_bytes, parameter_bytes
@@ -26,14 +27,17 @@ PART_WORDS = {"parameters": "the parameters take", "gradients": "the gradients t
 
 # ---------------------------------------------------------------- Exercise 1: predict the bytes
 
+# What each of Exercise 1's optimizer names stands for, as helpers.collect.specs builds it.
+OPTIMIZER_SPECS = {"sgd": {"class": "SGD", "defaults": {"lr": 0.1}},
+                   "sgd_momentum": {"class": "SGD", "defaults": {"lr": 0.1, "momentum": 0.9}},
+                   "adam": {"class": "Adam", "defaults": {"lr": 1e-3}}}
+
+
 def make_optimizer(params: Iterable[torch.Tensor], optimizer_name: str) -> torch.optim.Optimizer:
     """The optimizer an exercise-1 name stands for: "sgd", "sgd_momentum" or "adam"."""
-    makers = {"sgd": lambda p: torch.optim.SGD(p, lr=0.1),
-              "sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
-              "adam": lambda p: torch.optim.Adam(p, lr=1e-3)}
-    if optimizer_name not in makers:
+    if optimizer_name not in OPTIMIZER_SPECS:
         raise ValueError(f"optimizer_name must be one of {OPTIMIZERS}, got {optimizer_name!r}")
-    return makers[optimizer_name](list(params))
+    return build_optimizer(OPTIMIZER_SPECS[optimizer_name], params)
 
 
 def measure_training_bytes(model: nn.Module, optimizer_name: str) -> dict[str, int]:

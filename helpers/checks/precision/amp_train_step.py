@@ -13,8 +13,10 @@ from torch import nn
 
 from helpers import spies
 from helpers.checks.amp_calls import check_amp_calls, clip_grads
+from helpers.checks.call_logs import call_log
 from helpers.checks.precision.evidence import GradDict, _same_tensors
-from helpers.collect.precision import collect_amp_train_step, optimizer_spec, scaler_spec
+from helpers.collect.precision import collect_amp_train_step
+from helpers.collect.specs import optimizer_spec, scaler_spec
 from helpers.diagnosis import mistake
 from helpers.grads import clone_model, compare, grad_snapshot, near, param_snapshot
 from helpers.transport import remote
@@ -61,16 +63,6 @@ AMP_STEP_ERRORS = (
         "item_before_scale", "outputs must be a Tensor",
         "scaler.scale() needs the loss tensor: call .item() only for the value you return"),
 )
-
-
-def _call_log(calls) -> spies.CallLog:
-    """The spies' record sent by a collector, as a CallLog; entries that are not calls are dropped."""
-    log = spies.CallLog()
-    for entry in calls if isinstance(calls, list) else []:
-        if (isinstance(entry, list) and len(entry) == 2 and entry[0] in spies.CALL_NAMES
-                and isinstance(entry[1], dict) and all(isinstance(key, str) for key in entry[1])):
-            log.calls.append(spies.Call(entry[0], len(log.calls), entry[1]))
-    return log
 
 
 @dataclass
@@ -150,7 +142,7 @@ def _run_amp_step(amp_train_step: Callable, model: nn.Module, init_scale: float,
                                  scaler_spec(scaler), args, kwargs)
     remote.raise_if_raised("amp_train_step", outcome, known=AMP_STEP_ERRORS,
                            expected="makes one scaled, clipped training step")
-    return outcome, _call_log(outcome.get("calls"))
+    return outcome, call_log(outcome.get("calls"))
 
 
 def check_amp_train_step(amp_train_step: Callable, seed: int, x: torch.Tensor, y: torch.Tensor,
