@@ -1,4 +1,5 @@
-"""nbgrader configuration of the course. tests/test_config.py checks that every option below takes effect."""
+"""nbgrader configuration of the course. tests/grading/test_config.py checks that every option below
+takes effect."""
 
 from pathlib import Path
 

@@ -2,6 +2,7 @@
 tests."""
 
 import os
+from pathlib import Path
 
 import pytest
 from support import (
@@ -24,16 +25,30 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # whole scopes in the order they were collected, and the suite lasts until its last scope ends, so
 # a demo class or the hub test started last was the suite's tail.
 LONG_SCOPES_FIRST = (
-    "tests/test_grading.py::TestDemoClass_03",
-    "tests/test_hub.py",
-    "tests/test_grading.py",
-    "tests/test_autograde.py",
-    "tests/test_validate_corpus.py::TestValidate_03",
-    "tests/test_browser.py",
+    "tests/grading/test_grading.py::TestDemoClass_03",
+    "tests/course/test_hub.py",
+    "tests/grading/test_grading.py",
+    "tests/jobs/test_autograde.py",
+    "tests/grading/test_validate_corpus.py::TestValidate_03",
+    "tests/course/test_browser.py",
 )
 
 
+# The tiers, one folder each; `ls tests` shows them. units/ (each helper, bad input included),
+# house/ (the repository's own rules) and lessons/ (what the notebooks name exists) are fast;
+# grading/ and jobs/ mark their slow tests (a whole notebook or class graded) one by one; every
+# test in course/ drives the whole course in Chromium or on a JupyterHub, and is marked here.
+FOLDER_MARKERS = {"course": ("browser",)}
+TESTS = Path(__file__).resolve().parent
+
+
 def pytest_collection_modifyitems(items):
+    for item in items:
+        path = Path(str(item.fspath)).resolve()
+        if path.is_relative_to(TESTS):
+            for marker in FOLDER_MARKERS.get(path.relative_to(TESTS).parts[0], ()):
+                item.add_marker(marker)
+
     def rank(item):
         return next((position for position, prefix in enumerate(LONG_SCOPES_FIRST)
                      if item.nodeid.startswith(prefix)), len(LONG_SCOPES_FIRST))

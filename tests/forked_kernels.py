@@ -1,5 +1,5 @@
 """Kernels forked from a Python that has already imported torch, ipykernel and matplotlib, for the
-Validate corpus (tests/test_validate_corpus.py).
+Validate corpus (tests/grading/test_validate_corpus.py).
 
 The corpus runs nbgrader's Validator, as the Validate button does, on about 55 submissions. A
 kernel started afresh spends about 3 s of CPU on Python, ipykernel, torch and matplotlib before the

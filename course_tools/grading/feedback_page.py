@@ -6,7 +6,7 @@ template's cells a tabindex), and serialises it once more. A feedback page holds
 highlighted code, thousands of tags: on 2 cores that pass took 0.4 s of a page's 0.7 s, so half of
 `generate_feedback`. `FeedbackPageExporter` renders the same template and adds the same alt text to
 the image tags as a scan of the text: the page is the one nbconvert writes, byte for byte once both
-are read by the same parser (tests/test_feedback_page.py).
+are read by the same parser (tests/grading/test_feedback_page.py).
 
 Most of a class's pages show the same cells: the release's text and code around each student's
 answers. Highlighting code (pygments) and rendering Markdown (mistune) was a third of what remained

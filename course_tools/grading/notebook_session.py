@@ -6,7 +6,7 @@ the test cells in the grader's process. Each gets a `NotebookSession`, and nothi
 executor: the notebook's cells, the kernel's client and manager, the time a cell may still take,
 how the grader writes an output into a cell (under the same caps as the kernel's), and what a
 timeout needs (failing the cell, checking that the kernel still answers). So each file reads
-alone, and tests/test_verdict.py runs the verdict against a fake session, with no kernel at all.
+alone, and tests/grading/test_verdict.py runs the verdict against a fake session, with no kernel at all.
 """
 
 from __future__ import annotations

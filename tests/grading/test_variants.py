@@ -4,7 +4,7 @@ The demo classes' correct work passes under three secrets, their realistic mista
 declare under one, a submission tuned to the published hidden inputs loses, two students draw
 different inputs, and the secret never reaches the student's kernel or anything the grader writes.
 The notebooks run in a subprocess with both halves of each check in one process
-(tests/variant_run.py), as they do in a student's own Jupyter.
+(tests/grading/variant_run.py), as they do in a student's own Jupyter.
 """
 
 import json
@@ -24,8 +24,9 @@ SECRETS = ("a first course secret", "a second one", "and a third")
 
 
 def run(lesson: str, secrets, students) -> dict:
-    finished = subprocess.run([sys.executable, str(REPO_ROOT / "tests" / "variant_run.py"), lesson,
-                               ",".join(secrets), *students], capture_output=True, text=True, timeout=600,
+    script = REPO_ROOT / "tests" / "grading" / "variant_run.py"
+    finished = subprocess.run([sys.executable, str(script), lesson, ",".join(secrets), *students],
+                              capture_output=True, text=True, timeout=600,
                               cwd=REPO_ROOT)
     assert finished.returncode == 0, finished.stderr[-3000:]
     return json.loads(finished.stdout.strip().splitlines()[-1])

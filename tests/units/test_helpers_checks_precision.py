@@ -1,7 +1,7 @@
 """Unit tests of helpers.checks.precision and helpers.collect.precision: the checks of lesson 01.
 
 The GradScaler call pattern (check_amp_calls) is tested with lesson 02's accumulation loops in
-tests/test_helpers_checks_accumulation.py; here its single-step use, the audit, cast_fate and
+tests/units/test_helpers_checks_accumulation.py; here its single-step use, the audit, cast_fate and
 AMP-step checks, lesson 01's error tables worded by remote.failure, and the checks as the grader runs them:
 the student's function behind a channel (helpers.transport.remote), answering what a kernel would send.
 """

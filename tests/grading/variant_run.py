@@ -1,6 +1,6 @@
 """Run demo students' notebooks in this process, hidden tests included, under variant secrets:
-`python tests/variant_run.py <lesson> <secret,secret,...> <student> [...]` prints
-{secret: {student: {test grade id: null (passed) or the failure}}} as JSON (tests/test_variants.py).
+`python tests/grading/variant_run.py <lesson> <secret,secret,...> <student> [...]` prints
+{secret: {student: {test grade id: null (passed) or the failure}}} as JSON (tests/grading/test_variants.py).
 
 Each student runs the source notebook with their cells in a fresh namespace: the setup cell, every
 cell the grader would run (the release's `skip-when-grading` demonstrations left out) and the test

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from course_tools.lessons import REPO_ROOT
 from helpers import diagnosis
 from helpers.transport import remote
 
@@ -62,7 +63,7 @@ def test_outside_ipython_it_does_nothing():
 # class report groups a class's failures by mistake, never by their text.
 # ---------------------------------------------------------------------------------------------
 
-HELPERS = Path(__file__).resolve().parent.parent / "helpers"
+HELPERS = REPO_ROOT / "helpers"
 # The judges, and the collectors, which must not judge (a failure they raise would bypass the names).
 CHECK_FILES = sorted([*HELPERS.rglob("checks/**/*.py"), *HELPERS.rglob("collect/**/*.py")])
 def _key(path: Path) -> str:

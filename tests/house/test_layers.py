@@ -80,7 +80,7 @@ def defined_names(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("path", [*MODULES.values(), REPO_ROOT / "nbgrader_config.py",
-                                  *sorted((REPO_ROOT / "tests").glob("*.py"))],
+                                  *sorted((REPO_ROOT / "tests").rglob("*.py"))],
                          ids=lambda path: str(path.relative_to(REPO_ROOT)))
 def test_names_come_from_the_module_that_defines_them(path):
     """No re-exports: a name imported from a course_tools module is one that module defines."""

@@ -3,7 +3,7 @@ separate processes over TCP on 127.0.0.1, a throw-away PostgreSQL server, a work
 grades and a coordinator interrupted and run again. Each class grades as serial nbgrader does.
 
 One small class of lesson 04 (the fastest to grade) serves every test. Each parallel run must
-record, each submission once, the grades its demo files declare; tests/test_grading.py grades the
+record, each submission once, the grades its demo files declare; tests/grading/test_grading.py grades the
 same students with one serial `nbgrader autograde` call and holds them to the same declarations,
 so the parallel grades equal the serial ones without grading the class serially a second time.
 """

@@ -1,5 +1,5 @@
 """The class report's reading of one autograded test cell (course_tools.jobs.class_report); the
-report of a whole graded class is tested on the demo classes in tests/test_grading.py."""
+report of a whole graded class is tested on the demo classes in tests/grading/test_grading.py."""
 
 import pytest
 from nbformat.v4 import new_code_cell, new_output

@@ -35,7 +35,7 @@ from support import SCREENSHOTS, VIEWPORT, Lab, copy_course, free_port, lab_envi
 from course_tools.jobs.nbgrader_course import generate_release, open_course
 from course_tools.lessons import REPO_ROOT, assignment_ids
 
-pytestmark = pytest.mark.browser
+# Marked `browser` by its folder (tests/conftest.py).
 
 LESSONS = assignment_ids(REPO_ROOT)
 # The stub nbgrader writes into every solution cell of release/ (nbgrader_config.py).

@@ -11,7 +11,7 @@ student's feedback page are opened in Chromium: the listener hears nothing, no f
 alert fires, and the student's text, table and image still show. The same holds for a notebook
 autograded before the course made outputs inert.
 
-Needs Chromium and Playwright, as tests/test_browser.py does (the fixtures are in conftest.py).
+Needs Chromium and Playwright, as tests/course/test_browser.py does (the fixtures are in conftest.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from support import SCREENSHOTS, Lab, free_port, lab_environment, write_lab_conf
 from course_tools.jobs.nbgrader_course import generate_release, open_course
 from course_tools.lessons import REPO_ROOT
 
-pytestmark = pytest.mark.browser
+# Marked `browser` by its folder (tests/conftest.py).
 
 STUDENT = "mallory"
 TEXT_OUTPUT = "STUDENT-TEXT-OUTPUT"

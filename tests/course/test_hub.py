@@ -36,7 +36,7 @@ from course_tools.jobs.class_report import read_scores
 from course_tools.jobs.demo_class import build_notebook, load_demo_class
 from course_tools.lessons import COURSE_ID, REPO_ROOT
 
-pytestmark = pytest.mark.browser
+# Marked `browser` by its folder (tests/conftest.py).
 
 LESSON = "04_memory"
 CORRECT, MISTAKE = "reference", "forgets_dropout_mask"
