@@ -1,6 +1,10 @@
 """The demo class: realistic submissions, each built from the release notebook plus a student's cells.
 
-A submission is described by demo_class/<assignment>/<student>.py:
+A submission is described by demo_class/<assignment>/<kind folder>/<student>.py, the folder
+saying what kind of student it is (KIND_FOLDERS: alternatives/, mistakes/, broken/, attacks/);
+the worked solution and the untouched release stand at the assignment's top, as reference.py and
+untouched.py. A demo root that a test writes may hold every file at the top: each kind is then
+read from the name and the points it loses (kind_of).
 
     # about: what the student did
     # base: solution | release
@@ -15,7 +19,6 @@ A submission is described by demo_class/<assignment>/<student>.py:
     # file: memory.ipynb -> text {"cells": [    file; a notebook's own name replaces the notebook)
     # note: a phrase the grader's note at the top of its feedback must show
     # needs: sandbox                            (grades as declared only in a sandboxed grader)
-    # kind: broken | hostile                    (default: by name, or a realistic mistake)
     # validate-misses: ex3_1_test  why          (a test cell lost at grading that Validate cannot
     #                                            report, and why: docs/demo-class.md lists the reasons)
     # %% ex1_1_solution
@@ -67,7 +70,7 @@ class DemoSubmission:
     files: tuple[tuple[str, str, str], ...] = ()
     note: str = ""
     needs_sandbox: bool = False
-    declared_kind: str = ""
+    declared_kind: str = ""   # from its folder (KIND_FOLDERS), when it stands in one
     # grade id of a test cell lost at grading -> why Validate cannot report it
     validate_misses: dict[str, str] = field(default_factory=dict)
     cells: dict[str, str] = field(default_factory=dict)
@@ -83,8 +86,14 @@ KINDS = {
 }
 
 
+# The folder of each kind of student below an assignment's demo class (reference.py and
+# untouched.py stand at its top).
+KIND_FOLDERS = {"alternatives": "alternative", "mistakes": "mistake", "broken": "broken",
+                "attacks": "hostile"}
+
+
 def kind_of(submission: DemoSubmission) -> str:
-    """One of KINDS: declared with '# kind:', or read from the name and the points it loses."""
+    """One of KINDS: the kind its folder says, or read from the name and the points it loses."""
     if submission.declared_kind:
         return submission.declared_kind
     if submission.student in ("reference", "untouched"):
@@ -127,8 +136,9 @@ def parse_submission(path: Path) -> DemoSubmission:
         raise ValueError(f"{path}: '# base:' must be 'solution' or 'release', got {base!r}")
     if "about" not in header:
         raise ValueError(f"{path}: add an '# about:' line saying what this student did")
-    if header.get("kind", "broken") not in ("broken", "hostile"):
-        raise ValueError(f"{path}: '# kind:' is 'broken' or 'hostile', got {header['kind']!r}")
+    if "kind" in header:
+        raise ValueError(f"{path}: a student's kind is the folder it stands in ({', '.join(KIND_FOLDERS)}), "
+                         "not a '# kind:' line")
     return DemoSubmission(
         student=path.stem,
         about=header["about"],
@@ -142,7 +152,7 @@ def parse_submission(path: Path) -> DemoSubmission:
         files=tuple(files),
         note=header.get("note", ""),
         needs_sandbox=header.get("needs", "") == "sandbox",
-        declared_kind=header.get("kind", ""),
+        declared_kind=KIND_FOLDERS.get(Path(path).parent.name, ""),
         validate_misses=misses,
         cells={name: "\n".join(lines).strip("\n") for name, lines in cells.items()},
     )
@@ -161,13 +171,31 @@ def _pair(path: Path, header: dict[str, str], key: str, joiner: str | None) -> t
     return words[0], words[1]
 
 
+def demo_files(assignment: str, demo_root: Path = DEMO_ROOT) -> list[Path]:
+    """The files of `assignment`'s demo students: at its top and in its kind folders."""
+    folder = Path(demo_root) / assignment
+    in_folders = [path for name in KIND_FOLDERS for path in (folder / name).glob("*.py")]
+    return sorted([*folder.glob("*.py"), *in_folders], key=lambda path: path.stem)
+
+
+def demo_file(assignment: str, student: str, demo_root: Path = DEMO_ROOT) -> Path:
+    """Where the demo student `student` of `assignment` is written, whichever its kind."""
+    found = [path for path in demo_files(assignment, demo_root) if path.stem == student]
+    if not found:
+        raise ValueError(f"no demo student {student!r} in {Path(demo_root) / assignment}")
+    return found[0]
+
+
 def load_demo_class(assignment: str, demo_root: Path = DEMO_ROOT) -> list[DemoSubmission]:
     """Every demo submission of `assignment`, sorted by student id."""
-    folder = Path(demo_root) / assignment
-    submissions = [parse_submission(path) for path in sorted(folder.glob("*.py"))]
-    if not submissions:
-        raise ValueError(f"no demo submissions in {folder}")
-    return submissions
+    paths = demo_files(assignment, demo_root)
+    if not paths:
+        raise ValueError(f"no demo submissions in {Path(demo_root) / assignment}")
+    names = [path.stem for path in paths]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"demo students of {assignment} named twice, in two folders: {repeated}")
+    return [parse_submission(path) for path in paths]
 
 
 def student_code(source_cell_text: str) -> str:

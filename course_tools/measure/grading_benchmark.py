@@ -33,7 +33,7 @@ from nbclient import NotebookClient
 from course_tools.cells import grade_id, is_read_only, is_test
 from course_tools.grading.execute import KERNEL_START
 from course_tools.jobs.class_report import read_scores
-from course_tools.jobs.demo_class import DEMO_ROOT, kind_of, load_demo_class, write_submissions
+from course_tools.jobs.demo_class import demo_file, kind_of, load_demo_class, write_submissions
 from course_tools.jobs.grade_class import cell_times_path, default_db_url, grade_class
 from course_tools.jobs.nbgrader_course import generate_release, open_course, require_success
 from course_tools.lessons import CELL_TIMEOUT_S, COURSE_ID, REPO_ROOT
@@ -56,7 +56,7 @@ def make_course(folder: Path, assignment: str, submissions: int) -> Path:
     class_folder.mkdir(parents=True)
     for number in range(submissions):
         original = demo[number % len(demo)]
-        text = (DEMO_ROOT / assignment / f"{original.student}.py").read_text()
+        text = demo_file(assignment, original.student).read_text()
         (class_folder / f"s{number:03d}.py").write_text(text)
     write_submissions(root, assignment, class_folder.parent)
     return root

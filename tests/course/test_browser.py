@@ -437,10 +437,10 @@ def test_validate_dialog_shows_the_diagnosis_not_a_traceback(page, lab):
     """A realistic mistake (demo student 04/plain_micro_batches_first) in an otherwise
     finished notebook: Validate's dialog names the failing test with the course's message, and no
     traceback through the helpers stands before it."""
-    from course_tools.jobs.demo_class import DEMO_ROOT, parse_submission
+    from course_tools.jobs.demo_class import demo_file, parse_submission
 
     lesson = LESSONS[-1]
-    mistake = parse_submission(DEMO_ROOT / lesson / "plain_micro_batches_first.py")
+    mistake = parse_submission(demo_file(lesson, "plain_micro_batches_first"))
     notebook = filled_in(nbformat.read(notebook_of(lab.root / "release" / lesson), as_version=4),
                          nbformat.read(notebook_of(lab.root / "notebooks" / lesson), as_version=4))
     for cell in notebook.cells:

@@ -69,7 +69,7 @@ class GradedDemoClass:
         assert all(s.says for s in wrong), "every wrong submission says what its feedback must show"
         alternatives = [s for s in submissions.values() if s.student.startswith("alternative_")]
         assert len(alternatives) >= 2 and all(not s.loses and s.cells for s in alternatives), (
-            "add two correct submissions written differently from the worked solution (alternative_*)")
+            "add two correct submissions written differently from the worked solution (alternatives/)")
 
     def test_loses_exactly_its_mistakes(self, graded, student):
         result = graded[student]

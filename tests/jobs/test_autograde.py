@@ -25,7 +25,7 @@ from nbgrader.api import Gradebook
 from support import copy_course
 
 from course_tools.jobs.class_report import read_scores
-from course_tools.jobs.demo_class import DEMO_ROOT, load_demo_class, write_submissions
+from course_tools.jobs.demo_class import demo_file, load_demo_class, write_submissions
 from course_tools.jobs.grade_class import default_db_url, grade_class
 from course_tools.jobs.nbgrader_course import generate_release, open_course
 from course_tools.lessons import COURSE_ID
@@ -74,7 +74,7 @@ def make_class(root: Path, extra: dict[str, str] | None = None, db_url: str | No
     demo = root.parent / (root.name + "-demo") / ASSIGNMENT
     demo.mkdir(parents=True)
     for student in STUDENTS:
-        shutil.copy(DEMO_ROOT / ASSIGNMENT / f"{student}.py", demo)
+        shutil.copy(demo_file(ASSIGNMENT, student), demo)
     for student, text in (extra or {}).items():
         (demo / f"{student}.py").write_text(text)
     write_submissions(root, ASSIGNMENT, demo.parent)

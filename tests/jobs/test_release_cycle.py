@@ -31,7 +31,7 @@ from traitlets.config import Config
 
 from course_tools.cells import hidden_test_lines, notebook_cells
 from course_tools.jobs.class_report import read_scores
-from course_tools.jobs.demo_class import DEMO_ROOT, build_notebook, parse_submission
+from course_tools.jobs.demo_class import build_notebook, demo_file, parse_submission
 from course_tools.jobs.nbgrader_course import generate_release, load_config, require_success
 
 pytestmark = [
@@ -106,7 +106,7 @@ def cycle(tmp_path_factory):
     base = tmp_path_factory.mktemp("release_cycle")
     course = copy_course(base / "course")
     exchange = base / "exchange"  # release_assignment creates it, world-writable, as nbgrader does
-    demo = {name: parse_submission(DEMO_ROOT / ASSIGNMENT / f"{file}.py") for name, file in STUDENTS.items()}
+    demo = {name: parse_submission(demo_file(ASSIGNMENT, file)) for name, file in STUDENTS.items()}
 
     with pytest.MonkeyPatch.context() as monkeypatch:
         # nbgrader runs the `alembic` command of its environment; the venv may not be activated.

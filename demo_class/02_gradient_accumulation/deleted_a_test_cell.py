@@ -1,5 +1,0 @@
-# about: Everything right, but deleted the locked test cell of the quick check: it is restored and graded.
-# kind: broken
-# base: solution
-# loses:
-# delete: ex5_1_test
