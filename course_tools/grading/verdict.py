@@ -25,7 +25,8 @@ from course_tools.grading.guard_channel import GuardChannel, KernelLost, bound_n
 from course_tools.grading.kernel_messages import MAX_NOTEBOOK_REPLY_BYTES, MAX_REPLY_BYTES
 from course_tools.grading.notebook_session import NotebookSession
 from course_tools.grading.outcomes import TIMED_OUT, error_output, integrity_error, note_output, restored_note
-from helpers.diagnosis import mistake, mistake_name
+from helpers.diagnosis import mistake_name
+from helpers.transport import errors
 
 
 class CallLost(BaseException):
@@ -167,8 +168,7 @@ class GraderSideTests:
                 raise CallLost("interrupted", interrupted=True)
             if reply.get("status") == "guard_error":
                 if reply.get("ename") == "WireError":
-                    raise mistake("unreadable_value", f"{function} gave the check something it cannot "
-                                                      f"read: {reply['evalue']}")
+                    raise errors.unreadable_value(function, reply["evalue"])
                 if reply.get("ename") == "NameError":
                     raise NameError(reply.get("evalue"))
                 raise CallLost(f"the kernel could not run the check: {reply.get('ename')}: "
@@ -238,4 +238,4 @@ def _message(error: BaseException) -> str:
     try:
         return str(error)[:10_000]
     except Exception:  # noqa: BLE001
-        return "(its message could not be read)"
+        return errors.MESSAGE_UNREADABLE

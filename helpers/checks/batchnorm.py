@@ -16,7 +16,7 @@ from torch import nn
 
 from helpers.collect.batchnorm import collect_running_stats
 from helpers.diagnosis import mistake
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -93,7 +93,7 @@ def check_running_stats(predict, micro_batches: Sequence[torch.Tensor], momentum
                                  running_mean, running_var, num_batches_tracked)
     error = remote.raised_of(outcome)
     if error is not None:
-        raise remote.failure("predict_running_stats", error,
+        raise errors.failure("predict_running_stats", error,
                              expected="predicts running_mean and running_var after the cycle")
     if outcome["batch_norm_calls"]:
         raise mistake(

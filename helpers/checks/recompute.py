@@ -18,7 +18,7 @@ from helpers.checks.memory.checkpoint_segments import segment_sizes, segmented_f
 from helpers.collect.recompute import collect_block_forwards
 from helpers.diagnosis import mistake
 from helpers.models import ResidualMLP
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 
 def _checkpointed_sizes(depth: int, blocks_per_segment: int | None, checkpoint_last: bool) -> list[int]:
@@ -115,7 +115,7 @@ def check_block_forwards(predict, depth: int, blocks_per_segment: int | None, ac
     if error is not None:
         advice = ("blocks_per_segment=None means no checkpointing: every block runs once per micro-batch"
                   if blocks_per_segment is None and error.type == "TypeError" else "")
-        raise remote.failure("predict_block_forwards", error, advice=advice, cause="none_segment_not_handled",
+        raise errors.failure("predict_block_forwards", error, advice=advice, cause="none_segment_not_handled",
                              expected=f"predicts the block forwards of one update for {case}")
     forwards = outcome.get("module_forwards")
     if type(forwards) is not int:

@@ -5,7 +5,7 @@ course's `IgnorePattern` setting) drops stderr and fails a test only when it rai
 `UserWarning` from the student's code would then make Validate report a failure the grade never
 counts. Every check that calls student code runs it inside `stderr_on_stdout()`, so both agree:
 the student still reads the warning, and only a failed check fails the cell. What the student's
-code raised is worded by one function, `helpers.transport.remote.failure`.
+code raised is worded by one function, `helpers.transport.errors.failure`.
 """
 
 from __future__ import annotations

@@ -24,11 +24,17 @@ from __future__ import annotations
 
 import importlib
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 
-from helpers.diagnosis import mistake
 from helpers.transport import wire
+from helpers.transport.errors import (
+    MESSAGE_UNREADABLE,
+    Raised,
+    answer_unreadable,
+    failure,
+    not_a_function,
+    unreadable_value,
+)
 
 _COLLECTORS: dict[str, Callable] = {}
 
@@ -67,19 +73,6 @@ class StudentFunction:
         return f"<the student's {self.name}>"
 
 
-@dataclass(frozen=True)
-class Raised:
-    """What a student's function raised, as the check reads it: the exception's type name, its
-    text and the line of the student's own code that raised it (empty when unknown)."""
-
-    type: str
-    message: str
-    line: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.type}: {self.message}"
-
-
 def _student_line(error: BaseException) -> str:
     """The last line of the traceback that is the student's code: not torch's, nor the course's."""
     lines = [frame.line or "" for frame in traceback.extract_tb(error.__traceback__)
@@ -100,7 +93,7 @@ def called(function: Callable, *args, **kwargs) -> dict:
         try:
             message = str(error)
         except Exception:  # noqa: BLE001 - an exception whose str() fails still gets reported
-            message = "(its message could not be read)"
+            message = MESSAGE_UNREADABLE
         return {"raised": {"type": type(error).__name__, "message": message[:4000],
                            "line": _student_line(error)}}
 
@@ -117,76 +110,6 @@ def raised_of(outcome: dict) -> Raised | None:
     if result.type == "NotImplementedError":
         raise NotImplementedError(result.message)
     return result
-
-
-class Known(tuple):
-    """An error whose cause a check knows, as failure() reads it: the pair (pattern, the course's
-    words), matched on the error's message, that also carries `mistake`, the name of the mistake it
-    diagnoses (helpers.diagnosis.mistake). It unpacks as that pair: `pattern, words = known`."""
-
-    mistake: str
-
-    def __new__(cls, name: str, pattern: str, words: str) -> Known:
-        known = super().__new__(cls, (pattern, words))
-        known.mistake = name
-        return known
-
-
-# The name of a failure whose cause no check recognised: the student's function raised.
-FUNCTION_RAISED = "function_raised"
-
-# Errors whose cause is the same in every lesson, worded once. Each is matched on Python's or
-# torch's own message, so its words appear only when that message is the error.
-COMMON_ERRORS = (
-    Known("none_used_as_tensor", "'NoneType' object has no attribute",
-          "your code used a None as if it were a tensor. In these exercises that None is usually a "
-          "parameter's .grad: it is None on a fresh model until the first backward, and after "
-          "zero_grad(set_to_none=True). Clear old gradients with optimizer.zero_grad(set_to_none=True) "
-          "(or model.zero_grad), which handles both"),
-    Known("backward_without_graph", "element 0 of tensors does not require grad and does not have a grad_fn",
-          "backward ran on a tensor that autograd did not record: the loss was computed under "
-          "torch.no_grad() or from detached values (.detach(), .item(), a new tensor)"),
-    Known("backward_twice", "Trying to backward through the graph a second time",
-          "backward ran twice through the same graph: run one forward for every backward"),
-    Known("inplace_before_backward", "modified by an inplace operation",
-          "a tensor that autograd saved for a backward pass was changed in place before that backward "
-          "ran. In these exercises it is usually optimizer.step(), which updates the parameters in "
-          "place, running between a forward pass and its backward: step only after the last backward "
-          "of the cycle"),
-    Known("mixed_devices", "Expected all tensors to be on the same device",
-          "tensors on different devices met in one operation: move every batch and every running "
-          "total to the model's device (next(model.parameters()).device)"),
-)
-
-
-def failure(function: str, error: Raised, *, known: Sequence[tuple[str, str]] = (), advice: str = "",
-            expected: str = "", cause: str = FUNCTION_RAISED) -> AssertionError:
-    """The one way a check says that the student's `function` raised `error` while it was tested.
-
-    The lesson's `known` errors (pattern, the course's words) are tried first, then `advice`,
-    which a check that knows the cause from its own inputs passes, then the errors every lesson
-    shares (COMMON_ERRORS). An error nobody recognises is not explained: the message says what the test was
-    checking (`expected`, e.g. "returns one float per update") and where the student's code
-    raised, without guessing a cause.
-
-    The failure carries the name of the mistake that explains it (helpers.diagnosis.mistake): a
-    `Known` error's own, `cause` for `advice` (only used with it), else FUNCTION_RAISED."""
-    where = f" at `{error.line}`" if error.line else ""
-    said = f"{function} stopped with {error}{where}"
-    for entry in known:
-        pattern, words = entry
-        if pattern in error.message:
-            return mistake(getattr(entry, "mistake", FUNCTION_RAISED), f"{said}; {words}")
-    if advice:
-        return mistake(cause, f"{said}; {advice}")
-    for entry in COMMON_ERRORS:
-        pattern, words = entry
-        if pattern in error.message:
-            return mistake(entry.mistake, f"{said}; {words}")
-    checking = f"that {function} {expected}" if expected else "what the exercise asks"
-    return mistake(FUNCTION_RAISED,
-                   f"{said}; the test was checking {checking}, and the error comes from your code "
-                   "(run this test cell in your notebook to see its traceback)")
 
 
 def raise_if_raised(function: str, outcome: dict, **wording) -> None:
@@ -215,9 +138,7 @@ def run_student(function, collect: Callable, *args, **kwargs):
     """collect(function, *args, **kwargs) where `function` lives; its plain-data result, read here."""
     name = f"{collect.__module__}.{collect.__qualname__}"
     if not isinstance(function, StudentFunction) and not callable(function):
-        raise mistake("not_a_function",
-                      f"the check calls your function here, but that name holds a "
-                      f"{type(function).__name__}: {repr(function)[:80]}")
+        raise not_a_function(function)
     tree, buffers = wire.encode([list(args), kwargs], objects=True)
     if isinstance(function, StudentFunction):
         result_tree, result_buffers = function.channel(name, function.name, tree, buffers)
@@ -225,12 +146,8 @@ def run_student(function, collect: Callable, *args, **kwargs):
         try:
             result_tree, result_buffers = serve(name, function, tree, buffers)
         except wire.WireError as error:   # what the student's function returned cannot travel
-            raise mistake("unreadable_value",
-                          f"{getattr(function, '__name__', 'your function')} gave the check "
-                          f"something it cannot read: {error}") from None
+            raise unreadable_value(getattr(function, "__name__", "your function"), error) from None
     try:
         return wire.decode(result_tree, result_buffers)
     except wire.WireError as error:   # the kernel's answer, as the grader received it
-        raise mistake("unreadable_value",
-                      f"the kernel's answer for {getattr(function, '__name__', 'your function')} "
-                      f"could not be read: {error}") from None
+        raise answer_unreadable(getattr(function, "__name__", "your function"), error) from None

@@ -2,7 +2,7 @@
 
 The GradScaler call pattern (check_amp_calls) is tested with lesson 02's accumulation loops in
 tests/units/test_helpers_checks_accumulation.py; here its single-step use, the audit, cast_fate and
-AMP-step checks, lesson 01's error tables worded by remote.failure, and the checks as the grader runs them:
+AMP-step checks, lesson 01's error tables worded by errors.failure, and the checks as the grader runs them:
 the student's function behind a channel (helpers.transport.remote), answering what a kernel would send.
 """
 
@@ -29,7 +29,7 @@ from helpers.diagnosis import mistake_name
 from helpers.grads import compare, param_snapshot
 from helpers.models import MLP
 from helpers.spies import record
-from helpers.transport import remote, wire
+from helpers.transport import errors, remote, wire
 from helpers.transport.capture import stderr_on_stdout
 
 # The models are tiny: extra intra-op threads only fight each other (3x slower on 2 cores).
@@ -129,7 +129,7 @@ def test_failure_passes_not_implemented_through_and_names_no_cause_it_does_not_k
 
 def named_error(function, known, run) -> str:
     """What a check says when the student's `function` raised what run() raises."""
-    return str(remote.failure(function, remote.raised_of(remote.called(run)), known=known))
+    return str(errors.failure(function, remote.raised_of(remote.called(run)), known=known))
 
 
 def amp_step(model, optimizer, scaler, x, y, max_norm, amp_dtype, *, zero=True, loss_inside=True,
@@ -212,7 +212,7 @@ def test_failure_names_an_update_that_runs_twice():
         amp_step(model, optimizer, scaler, x, y, 0.05, torch.float16)
         scaler.update()
 
-    error = remote.failure("amp_train_step", remote.raised_of(remote.called(updates_twice)),
+    error = errors.failure("amp_train_step", remote.raised_of(remote.called(updates_twice)),
                            known=AMP_STEP_ERRORS)
     assert mistake_name(error) == "update_twice"
     assert "call it once, right after scaler.step(optimizer)" in str(error)

@@ -9,7 +9,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from course_tools.lessons import REPO_ROOT
 from helpers import diagnosis
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 
 class RecordingShell(InteractiveShell):
@@ -179,22 +179,22 @@ def test_the_name_tables_hold_names():
     for names, messages in tables:
         assert names.keys() == messages.keys()
         assert all(NAME.match(name) for name in names.values()), names
-    known = [*remote.COMMON_ERRORS, *CAST_FATE_ERRORS, *AUDIT_ERRORS,
+    known = [*errors.COMMON_ERRORS, *CAST_FATE_ERRORS, *AUDIT_ERRORS,
              *AMP_STEP_ERRORS, *TORCH_ERRORS]
-    assert all(isinstance(entry, remote.Known) and NAME.match(entry.mistake) for entry in known)
+    assert all(isinstance(entry, errors.Known) and NAME.match(entry.mistake) for entry in known)
 
 
 def test_a_student_error_is_named_after_its_cause():
-    """remote.failure: a Known error by its own name, advice by its cause, else "function_raised"."""
-    known = (remote.Known("my_mistake", "special words", "the course's words"),)
-    error = remote.Raised("RuntimeError", "some special words here")
-    assert diagnosis.mistake_name(remote.failure("f", error, known=known)) == "my_mistake"
-    advised = remote.failure("f", error, advice="do this", cause="its_cause")
+    """errors.failure: a Known error by its own name, advice by its cause, else "function_raised"."""
+    known = (errors.Known("my_mistake", "special words", "the course's words"),)
+    error = errors.Raised("RuntimeError", "some special words here")
+    assert diagnosis.mistake_name(errors.failure("f", error, known=known)) == "my_mistake"
+    advised = errors.failure("f", error, advice="do this", cause="its_cause")
     assert diagnosis.mistake_name(advised) == "its_cause" and str(advised).endswith("; do this")
-    common = remote.Raised("RuntimeError", "Trying to backward through the graph a second time")
-    assert diagnosis.mistake_name(remote.failure("f", common)) == "backward_twice"
-    unknown = remote.failure("f", remote.Raised("KeyError", "'x'"))
-    assert diagnosis.mistake_name(unknown) == remote.FUNCTION_RAISED
+    common = errors.Raised("RuntimeError", "Trying to backward through the graph a second time")
+    assert diagnosis.mistake_name(errors.failure("f", common)) == "backward_twice"
+    unknown = errors.failure("f", errors.Raised("KeyError", "'x'"))
+    assert diagnosis.mistake_name(unknown) == errors.FUNCTION_RAISED
     assert type(unknown) is AssertionError and str(unknown).startswith("f stopped with KeyError: 'x'; ")
     pattern, words = known[0]          # a Known unpacks as the (pattern, words) pair it always was
     assert (pattern, words) == ("special words", "the course's words")

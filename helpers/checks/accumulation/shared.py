@@ -13,7 +13,7 @@ import torch
 
 from helpers import spies
 from helpers.diagnosis import mistake, mistake_name
-from helpers.transport import remote
+from helpers.transport import errors
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 GradDict = dict[str, torch.Tensor]
@@ -27,41 +27,41 @@ ATOL = 1e-6
 # course says about each. Matched on torch's own message, so each fixed text appears only when
 # its cause is the cause.
 TORCH_ERRORS = (
-    remote.Known(
+    errors.Known(
         "update_without_step", "No inf checks were recorded prior to update",
         "scaler.update() ran without a scaler.step(optimizer) since the last update: update the scale "
         "once per optimizer step, right after scaler.step(optimizer), not after every micro-batch (the "
         "scale must stay the same for all micro-batches of a cycle)"),
-    remote.Known(
+    errors.Known(
         "unscale_twice", "unscale_() has already been called on this optimizer since the last update()",
         "scaler.unscale_(optimizer) ran twice in one cycle: unscale once per cycle, after the last "
         "micro-batch's backward, right before clipping"),
-    remote.Known(
+    errors.Known(
         "scaler_not_updated", "unscale_() is being called after step()",
         "scaler.unscale_(optimizer) ran after a scaler.step(optimizer) with no scaler.update() between "
         "them: the scaler clears its per-optimizer state only in update(), so call scaler.update() "
         "once right after every scaler.step(optimizer)"),
-    remote.Known(
+    errors.Known(
         "scaler_step_twice", "step() has already been called since the last update()",
         "scaler.step(optimizer) ran twice without scaler.update() between them: step and update once "
         "per cycle, after the last micro-batch's backward"),
-    remote.Known(
+    errors.Known(
         "loss_not_scaled", "Attempted update but _scale is None",
         "scaler.update() ran but no loss went through scaler.scale(loss): backward through "
         "scaler.scale(loss) for every micro-batch"),
 )
 
 
-def student_error(function: str, error: remote.Raised, *, expected: str = "",
+def student_error(function: str, error: errors.Raised, *, expected: str = "",
                   num_micro_batches: int | None = None, accum_steps: int | None = None,
                   ignore_index: int | None = None) -> AssertionError:
-    """remote.failure for this lesson: GradScaler's errors named by TORCH_ERRORS; with
+    """errors.failure for this lesson: GradScaler's errors named by TORCH_ERRORS; with
     `num_micro_batches` and `accum_steps` (none of the micro-batches empty), a ZeroDivisionError
     named as an empty cycle; with `ignore_index`, cross_entropy's "Target <ignore_index> is out of
     bounds" as an ignore_index not passed on. `expected` says what the test was checking."""
     known = list(TORCH_ERRORS)
     if ignore_index is not None:
-        known.append(remote.Known(
+        known.append(errors.Known(
             "ignore_index_not_passed", f"Target {ignore_index} is out of bounds",
             f"the padding targets hold ignore_index={ignore_index}, and cross_entropy took them "
             "for a class: pass ignore_index=ignore_index on to F.cross_entropy (and count the "
@@ -72,7 +72,7 @@ def student_error(function: str, error: remote.Raised, *, expected: str = "",
         advice = (f"the test passed {num_micro_batches} micro-batches, none of them empty, with "
                   f"accum_steps={accum_steps}: that makes {cycles} cycles (ceil({num_micro_batches} / "
                   f"{accum_steps})), and a count of zero means your loop made one more, empty cycle")
-    return remote.failure(function, error, known=known, advice=advice, expected=expected,
+    return errors.failure(function, error, known=known, advice=advice, expected=expected,
                           cause="empty_extra_cycle")
 
 

@@ -19,7 +19,7 @@ from helpers.collect.memory import collect_checkpointed_forward
 from helpers.diagnosis import mistake
 from helpers.grads import clone_model, compare, grad_snapshot, near
 from helpers.memory import peak_bytes
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 # Checkpointing recomputes the same operations in the same order: the gradients match to rounding.
 RTOL, ATOL = 1e-5, 1e-7
@@ -155,7 +155,7 @@ def check_checkpointed_forward(function: Callable, model: nn.Module, x: torch.Te
         hint = ("checkpoint's first argument is the function to run: a function of the segment's blocks "
                 "or nn.Sequential(*blocks)" if error.type == "TypeError" and "not callable" in error.message
                 else "")
-        raise remote.failure("checkpointed_forward", error, advice=hint,
+        raise errors.failure("checkpointed_forward", error, advice=hint,
                              cause="checkpoint_given_non_callable",
                              expected="gives model(x)'s output and gradients at the peak of its segments")
     if "measure_error" in seen:

@@ -13,7 +13,7 @@ from torch import nn
 
 from helpers.collect.memory import PeakMeasure, collect_plan
 from helpers.diagnosis import mistake
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 PLAN_KEYS = ("micro_batch", "accum_steps", "checkpointing")
 
@@ -76,7 +76,7 @@ def _call_planner(plan: Callable, effective_batch: int, budget: int, model: nn.M
           and "checkpointing" in error.message):
         hint = "call measure(micro_batch, checkpointing) with both arguments"
         cause = "measure_missing_argument"
-    raise remote.failure("plan_micro_batches", error, advice=hint, cause=cause,
+    raise errors.failure("plan_micro_batches", error, advice=hint, cause=cause,
                          expected="returns the plan with the largest micro-batch that fits the budget")
 
 

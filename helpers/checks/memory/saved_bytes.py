@@ -14,7 +14,7 @@ from torch import nn
 from helpers.collect.memory import collect_saved_bytes
 from helpers.diagnosis import mistake
 from helpers.memory import SavedTensorMeter
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 # ---------------------------------------------------------------- Exercise 2: predict the activations
 
@@ -84,7 +84,7 @@ def check_saved_bytes(predict: Callable, models: Iterable[nn.Sequential], batch_
                 elif error.type == "TypeError" and "tuple" in error.message:
                     hint = "a LayerNorm's normalized_shape is a tuple: its width is layer.normalized_shape[0]"
                     cause = "normalized_shape_is_tuple"
-                raise remote.failure("predict_saved_bytes", error, advice=hint, cause=cause,
+                raise errors.failure("predict_saved_bytes", error, advice=hint, cause=cause,
                                  expected="predicts the bytes this model saves for backward")
             got = outcome["value"]
             gap = got - want if isinstance(got, int) and not isinstance(got, bool) else None

@@ -17,7 +17,7 @@ from helpers.collect.specs import build_optimizer
 from helpers.diagnosis import mistake
 from helpers.grads import clone_model
 from helpers.memory import gradient_bytes, optimizer_state_bytes, parameter_bytes
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam")
 PARTS = ("parameters", "gradients", "optimizer")
@@ -87,7 +87,7 @@ def check_training_bytes(predict: Callable, model: nn.Module, optimizer_names: I
             hint = ("before any step p.grad is None: predict from the parameters themselves "
                     "(p.numel(), p.element_size())"
                     if error.type == "AttributeError" and "NoneType" in error.message else "")
-            raise remote.failure("predict_training_bytes", error, advice=hint, cause="grad_read_before_step",
+            raise errors.failure("predict_training_bytes", error, advice=hint, cause="grad_read_before_step",
                                  expected="predicts the bytes of every slice for each optimizer")
         predicted = outcome["value"]
         if not isinstance(predicted, Mapping):

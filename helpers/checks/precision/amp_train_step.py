@@ -19,7 +19,7 @@ from helpers.collect.precision import collect_amp_train_step
 from helpers.collect.specs import optimizer_spec, scaler_spec
 from helpers.diagnosis import mistake
 from helpers.grads import clone_model, compare, grad_snapshot, near, param_snapshot
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 # Exercise 3's optimizer: plain SGD, so the step the parameters took tells the gradient it used.
 AMP_STEP_LR = 0.5
@@ -31,35 +31,35 @@ AMP_STEP_RTOL = 1e-4
 # on the message's own words, and what the course says about each. A pattern appears only in the
 # error its mistake causes, so each fixed text is shown only when its cause is the cause.
 AMP_STEP_ERRORS = (
-    remote.Known(
+    errors.Known(
         "loss_not_scaled", "did not use scaler.scale(loss",
         "every backward must go through scaler.scale(loss): call scaler.scale(loss).backward(), "
         "not loss.backward()"),
-    remote.Known(
+    errors.Known(
         "unscale_twice", "unscale_() has already been called on this optimizer since the last update()",
         "scaler.unscale_(optimizer) ran twice in one step: unscale once, after backward and before "
         "clipping; scaler.step knows the gradients are already unscaled"),
-    remote.Known(
+    errors.Known(
         "scaler_not_updated", "unscale_() is being called after step()",
         "scaler.unscale_(optimizer) ran after a scaler.step(optimizer) with no scaler.update() between "
         "them: the scaler clears its per-optimizer state only in update(), so call scaler.update() "
         "once right after every scaler.step(optimizer)"),
-    remote.Known(
+    errors.Known(
         "update_twice", "No inf checks were recorded prior to update",
         "scaler.update() ran with no scaler.step(optimizer) since the last update (twice in one step): "
         "call it once, right after scaler.step(optimizer)"),
-    remote.Known(
+    errors.Known(
         "grads_cleared_before_step", "No inf checks were recorded for this optimizer",
         "scaler.step(optimizer) found no gradients: they were cleared between backward and step. "
         "Clear old gradients at the start of the step, before the forward pass"),
-    remote.Known(
+    errors.Known(
         "backward_twice", "backward through the graph a second time",
         "backward ran twice on the same loss: call scaler.scale(loss).backward() once"),
-    remote.Known(
+    errors.Known(
         "backward_without_graph", "does not require grad and does not have a grad_fn",
         "the loss has no graph to backward through: do not run the forward under torch.no_grad() "
         "or inference_mode, and call .item() only on the value you return"),
-    remote.Known(
+    errors.Known(
         "item_before_scale", "outputs must be a Tensor",
         "scaler.scale() needs the loss tensor: call .item() only for the value you return"),
 )

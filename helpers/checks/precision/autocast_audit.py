@@ -12,16 +12,16 @@ from helpers.checks.precision.evidence import GradDict, _same_tensors
 from helpers.collect.precision import ReusedLeafModel, collect_autocast_audit
 from helpers.diagnosis import mistake
 from helpers.grads import compare, param_snapshot
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 # Errors a realistic mistake makes torch (or Python) raise inside an exercise of lesson 01, matched
 # on the message's own words, and what the course says about each. A pattern appears only in the
 # error its mistake causes, so each fixed text is shown only when its cause is the cause.
 AUDIT_ERRORS = (
-    remote.Known("hook_returned_value", "must be Tensor, not",
+    errors.Known("hook_returned_value", "must be Tensor, not",
                  "a layer received something that is not a tensor: a forward hook that returns a value "
                  "replaces the module's output. Record the dtype and return None from the hook"),
-    remote.Known("hook_read_wrong_argument", "object has no attribute 'dtype'",
+    errors.Known("hook_read_wrong_argument", "object has no attribute 'dtype'",
                  "a hook read .dtype of something that is not a tensor: the hook is called as "
                  "hook(module, inputs, output), and output is the tensor to read"),
 )

@@ -9,18 +9,18 @@ import torch
 
 from helpers.collect.precision import collect_cast_fate
 from helpers.diagnosis import mistake
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 # Errors a realistic mistake makes torch (or Python) raise inside an exercise of lesson 01, matched
 # on the message's own words, and what the course says about each. A pattern appears only in the
 # error its mistake causes, so each fixed text is shown only when its cause is the cause.
 CAST_FATE_ERRORS = (
-    remote.Known("if_on_whole_tensor", "Boolean value of Tensor with more than one value is ambiguous",
+    errors.Known("if_on_whole_tensor", "Boolean value of Tensor with more than one value is ambiguous",
                  "an `if` compared whole tensors: decide the fate of one value at a time (for example over "
                  "values.tolist() and the cast values' .tolist())"),
-    remote.Known("item_on_whole_tensor", "cannot be converted to Scalar",
+    errors.Known("item_on_whole_tensor", "cannot be converted to Scalar",
                  ".item() or float() was called on the whole tensor: take one value at a time"),
-    remote.Known("dtype_of_python_float", "'float' object has no attribute",
+    errors.Known("dtype_of_python_float", "'float' object has no attribute",
                  "values.tolist() gives Python floats, which have no dtype: cast the whole tensor first "
                  "(values.to(dtype)), then compare value by value"),
 )

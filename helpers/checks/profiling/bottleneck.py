@@ -14,7 +14,7 @@ from helpers import grads
 from helpers.checks.profiling.shared import _rounded
 from helpers.collect.profiling import STEP, Phase, collect_find_bottleneck, phase_spec
 from helpers.diagnosis import mistake
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 # Exercise 2: a label's total time is its body's wall time plus microseconds of profiler overhead;
 # the phases sleep for milliseconds, so a correct share is within 0.01 of the measured one.
@@ -77,7 +77,7 @@ def check_find_bottleneck(find_bottleneck: Callable, plan: Mapping[str, Phase], 
     error = remote.raised_of(outcome)
     if error is not None:
         cause, advice = _schedule_problem(actions, steps)
-        raise remote.failure("find_bottleneck", error, advice=advice, cause=cause,
+        raise errors.failure("find_bottleneck", error, advice=advice, cause=cause,
                              expected="returns the slowest phase and every phase's share")
     result = outcome.get("value")
     problem_name, problem = _schedule_problem(actions, steps)

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 from helpers import grads
 from helpers.collect.profiling import collect_fast_epoch
 from helpers.diagnosis import mistake
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 # ----------------------------------------------------------------------------------------------
 # Exercise 4: fast_epoch against slow_epoch
@@ -75,7 +75,7 @@ def check_fast_epoch(fast_epoch: Callable, dataset, model: torch.nn.Module, *,
                                  dataset, batch_size, num_workers, log_every)
     error = remote.raised_of(outcome)
     if error is not None:
-        raise remote.failure("fast_epoch", error,
+        raise errors.failure("fast_epoch", error,
                              expected="trains as slow_epoch does and returns its mean loss")
     loaders = outcome.get("loaders") if isinstance(outcome.get("loaders"), dict) else {}
     all_settings, batches = _dicts(loaders.get("settings")), _count(loaders.get("batches"))

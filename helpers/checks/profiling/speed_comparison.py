@@ -12,7 +12,7 @@ from helpers import grads
 from helpers.collect.profiling import EVENT_LETTERS, collect_compare_speed
 from helpers.diagnosis import mistake
 from helpers.fakes import FakeMachine
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 # Exercise 1's numbers are exact on the fake clock; an honest float32 computation (a median taken
 # with torch) is within a few 1e-8 of them, a wrong one off by far more than this.
@@ -74,14 +74,14 @@ def check_compare_speed(compare_speed: Callable, durations_a: Sequence[float],
     machine = build()
     took = _replay(machine, outcome.get("events"))
     if error is not None and error.type == "ZeroDivisionError" and _clock_reads_without_step(machine.events):
-        raise remote.failure("compare_speed", error, cause="clock_read_without_step", advice=(
+        raise errors.failure("compare_speed", error, cause="clock_read_without_step", advice=(
             "two clock reads had no step between them, so a time came out as 0 s (the test's clock moves "
             "only while a step runs). Read clock() right before and right after each timed call"))
     if error is not None and error.type == "StatisticsError":
-        raise remote.failure("compare_speed", error, cause="no_rounds_timed",
+        raise errors.failure("compare_speed", error, cause="no_rounds_timed",
                              advice=f"run repeats={repeats} rounds and take the median of their ratios")
     if error is not None:
-        raise remote.failure("compare_speed", error, expected="returns the median ratio of B's time to A's")
+        raise errors.failure("compare_speed", error, expected="returns the median ratio of B's time to A's")
     event_count = outcome.get("event_count")
     if type(event_count) is int and event_count > len(machine.events):
         raise mistake("too_many_machine_calls",

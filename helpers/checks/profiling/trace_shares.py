@@ -14,7 +14,7 @@ from helpers import grads
 from helpers.checks.profiling.shared import _rounded
 from helpers.collect.profiling import collect_phase_shares_of_a_profiled_loop, collect_phase_shares_of_events
 from helpers.diagnosis import mistake
-from helpers.transport import remote
+from helpers.transport import errors, remote
 
 # Exercise 3's shares are ratios of whole microseconds.
 TRACE_SHARE_ATOL = 1e-6
@@ -83,7 +83,7 @@ def _shares_of(outcome: Mapping, as_str: bool):
     elif error.type == "AttributeError" and as_str and "'str' object" in error.message:
         advice = "trace_path may be a str: open it as Path(trace_path)"
         cause = "trace_path_str_not_handled"
-    raise remote.failure("phase_shares", error, advice=advice, cause=cause,
+    raise errors.failure("phase_shares", error, advice=advice, cause=cause,
                          expected="returns each phase's share of the labelled time")
 
 
