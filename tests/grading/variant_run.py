@@ -1,6 +1,7 @@
 """Run demo students' notebooks in this process, hidden tests included, under variant secrets:
-`python tests/grading/variant_run.py <lesson> <secret,secret,...> <student> [...]` prints
-{secret: {student: {test grade id: null (passed) or the failure}}} as JSON (tests/grading/test_variants.py).
+`python tests/grading/variant_run.py <lesson> <secret,...> [--one-secret-each] <student> [...]`
+prints {secret: {student: {test grade id: null (passed) or the failure}}} as JSON
+(tests/grading/test_variants.py).
 
 Each student runs the source notebook with their cells in a fresh namespace: the setup cell, every
 cell the grader would run (the release's `skip-when-grading` demonstrations left out) and the test
@@ -64,14 +65,22 @@ def run_student(source, submission, secret: str) -> dict[str, str | None]:
     return results
 
 
-def main(lesson: str, secrets: str, students: list[str]) -> None:
+def main(lesson: str, secrets: str, students: list[str], one_secret_each: bool = False) -> None:
+    """Each student under every secret, or with `one_secret_each` under one, the secrets taken in
+    turn (the class as a whole still meets every secret)."""
     [path] = (REPO_ROOT / "source" / lesson).glob("*.ipynb")
     source = nbformat.read(path, as_version=4)
     demo_root = Path(os.environ.get("VARIANT_DEMO_ROOT") or DEMO_ROOT)   # a test's own demo students
     submissions = {s.student: s for s in load_demo_class(lesson, demo_root)}
-    print(json.dumps({secret: {name: run_student(source, submissions[name], secret) for name in students}
-                      for secret in secrets.split(",")}))
+    names = secrets.split(",")
+    runs = {secret: [name for number, name in enumerate(students)
+                     if not one_secret_each or number % len(names) == position]
+            for position, secret in enumerate(names)}
+    print(json.dumps({secret: {name: run_student(source, submissions[name], secret) for name in chosen}
+                      for secret, chosen in runs.items()}))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3:])
+    arguments = sys.argv[3:]
+    one_each = "--one-secret-each" in arguments
+    main(sys.argv[1], sys.argv[2], [a for a in arguments if a != "--one-secret-each"], one_each)
