@@ -48,9 +48,10 @@ views: setup
 # Lint, unit tests, pipeline, grading of the demo class and nbval over notebooks/, $(JOBS) workers.
 # Whole scopes go to the workers in the order tests/conftest.py sorts them, the longest first:
 # pytest-xdist would otherwise reorder them by their number of tests and start the longest last.
+# The 25 slowest tests close the log: where CI's time goes, run after run (docs/run-time.md).
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder --durations=25
 
 # The fast tier, for a change to one helper or tool: lint and every test not marked slow or browser
 # (no demo-class grading, no nbval, no Chromium).
