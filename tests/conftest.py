@@ -25,11 +25,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # whole scopes in the order they were collected, and the suite lasts until its last scope ends, so
 # a demo class or the hub test started last was the suite's tail.
 LONG_SCOPES_FIRST = (
+    "tests/grading/test_grading.py::TestDemoClass_04",        # 640 s in CI (make test's log)
+    "tests/course/test_hub.py",                               # 320 s
+    "tests/grading/test_grading.py::TestDemoClass_02",
     "tests/grading/test_grading.py::TestDemoClass_03",
-    "tests/course/test_hub.py",
     "tests/grading/test_grading.py",
     "tests/jobs/test_autograde.py",
+    "tests/grading/test_validate_corpus.py::TestValidate_04",
     "tests/grading/test_validate_corpus.py::TestValidate_03",
+    "tests/grading/test_variants.py",
     "tests/course/test_browser.py",
 )
 

@@ -7,6 +7,7 @@ largest micro-batch that fits, or the ValueError when nothing fits.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 
 from torch import nn
@@ -29,7 +30,8 @@ def _odd_sizes(calls: list) -> list:
 
 
 class _PeakTable:
-    """The grader's own measure for one check, each (micro_batch, checkpointing) measured once."""
+    """The grader's own measure of one model, each (micro_batch, checkpointing) measured once for
+    all the checks of that model (_table_of): a test cell judges several budgets on one model."""
 
     def __init__(self, model: nn.Module):
         self._measure, self._known = PeakMeasure(model), {}
@@ -48,6 +50,16 @@ class _PeakTable:
                 if self(micro_batch, checkpointing) <= budget:
                     return micro_batch, checkpointing
         return None
+
+
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _table_of(model: nn.Module) -> _PeakTable:
+    """The one table of `model` while it lives. The checks only measure it, never change it."""
+    if model not in _TABLES:
+        _TABLES[model] = _PeakTable(model)
+    return _TABLES[model]
 
 
 def _call_planner(plan: Callable, effective_batch: int, budget: int, model: nn.Module,
@@ -84,7 +96,7 @@ def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: i
     """plan(effective_batch, budget, measure) must keep the effective batch, fit the budget as
     measured, take the largest micro-batch that fits with or without checkpointing, and checkpoint
     only when that micro-batch does not fit without it."""
-    table = _PeakTable(model)
+    table = _table_of(model)
     result, calls = _call_planner(plan, effective_batch, budget, model, table)
     if not (isinstance(result, Mapping) and all(key in result for key in PLAN_KEYS)):
         raise mistake(
@@ -144,7 +156,7 @@ def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: i
 
 def check_plan_raises(plan: Callable, model: nn.Module, effective_batch: int, budget: int) -> None:
     """With a budget no micro-batch fits, with or without checkpointing, plan(...) must raise ValueError."""
-    table = _PeakTable(model)
+    table = _table_of(model)
     assert table.best_plan(effective_batch, budget) is None, f"the test's budget of {budget} bytes fits"
     outcome = remote.run_student(plan, collect_plan, effective_batch, budget, PeakMeasure(model))
     error = remote.raised_of(outcome)
