@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# {parameter name: tensor}, as grad_snapshot and param_snapshot give it.
+GradDict = dict[str, torch.Tensor]
 
 def _require_module(model) -> nn.Module:
     if not isinstance(model, nn.Module):

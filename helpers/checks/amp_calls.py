@@ -6,8 +6,7 @@ from __future__ import annotations
 import torch
 
 from helpers.diagnosis import mistake
-
-GradDict = dict[str, torch.Tensor]
+from helpers.grads import GradDict
 
 
 def clip_grads(grads: GradDict, max_norm: float) -> GradDict:

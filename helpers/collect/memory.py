@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from helpers.collect.specs import PLAIN_TYPES
 from helpers.grads import clone_model, compare, grad_snapshot, param_snapshot
 from helpers.memory import peak_bytes
 from helpers.transport import remote, wire
@@ -165,28 +166,34 @@ def collect_checkpointed_forward(function, model: nn.Module, x: torch.Tensor, ar
     return {**report, "grads": grad_snapshot(model), "x_grad": x.grad}
 
 
-def _second_peak(function, model: nn.Module, x: torch.Tensor, args: tuple, first: int) -> int:
-    """The peak of a second forward and backward on fresh copies of the model and x, or `first` if
-    that run fails or returns something else. The grader measures its references as the smaller of
-    two runs as well (see micro_batch_peak): a long-lived process once measured a run one
-    activation high, and a student must not lose points to that."""
+def fresh_run_peak(forward, model: nn.Module, x: torch.Tensor) -> int:
+    """The peak bytes of forward(model, x) and the backward of its output's mean square (when the
+    output is an exact tensor that requires grad), on fresh copies of `model` (no gradients yet)
+    and of x. The grader measures its references so too (helpers.checks.memory)."""
     copy, x_copy = clone_model(model), x.detach().clone().requires_grad_(x.requires_grad)
 
     def forward_and_backward():
-        out = function(copy, x_copy, *args)
+        out = forward(copy, x_copy)     # alive through backward, as the student's returned output is
         if type(out) is torch.Tensor and out.requires_grad:
             out.pow(2).mean().backward()
 
+    return peak_bytes(forward_and_backward, "cpu")
+
+
+def _second_peak(function, model: nn.Module, x: torch.Tensor, args: tuple, first: int) -> int:
+    """The peak of a second run of the student's function (fresh_run_peak), or `first` if that run
+    fails. The grader measures its references as the smaller of two runs as well: a long-lived
+    process once measured a run one activation high, and a student must not lose points to that."""
     with stderr_on_stdout(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return peak_bytes(forward_and_backward, "cpu")
+            return fresh_run_peak(lambda m, h: function(m, h, *args), model, x)
         except Exception:  # noqa: BLE001 - the first run's peak stands
             return first
 
 
 def _plain(value):
-    return value if value is None or isinstance(value, (bool, int, float, str)) else repr(value)[:80]
+    return value if isinstance(value, PLAIN_TYPES) else repr(value)[:80]
 
 
 @remote.collector

@@ -16,13 +16,10 @@ import torch
 from torch import nn
 
 from helpers import spies
-from helpers.collect.specs import build_optimizer, build_scaler, first_linear_dtypes, plain_calls
+from helpers.collect.specs import PLAIN_TYPES, build_optimizer, build_scaler, first_linear_dtypes, plain_calls
 from helpers.grads import param_snapshot
 from helpers.transport import remote
 from helpers.transport.capture import stderr_on_stdout
-
-_PLAIN = (type(None), bool, int, float, str)
-GradDict = dict[str, torch.Tensor]
 
 
 class ReusedLeafModel(nn.Module):
@@ -66,7 +63,7 @@ def collect_cast_fate(cast_fate, values: torch.Tensor, dtype: torch.dtype) -> di
 
 
 def _plain_key_or_value(item):
-    return item if isinstance(item, (*_PLAIN, torch.dtype)) else repr(item)[:80]
+    return item if isinstance(item, (*PLAIN_TYPES, torch.dtype)) else repr(item)[:80]
 
 
 # Everything a hook can be attached with, on a module or for every module, as the check names it.

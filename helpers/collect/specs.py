@@ -17,14 +17,15 @@ from torch import nn
 
 from helpers import spies
 
-_PLAIN = (type(None), bool, int, float, str)
+# The types a value crosses as itself (anything else travels as its repr, or not at all).
+PLAIN_TYPES = (type(None), bool, int, float, str)
 
 
 def optimizer_spec(optimizer: torch.optim.Optimizer) -> dict:
     """What rebuilds `optimizer` on other parameters: its torch.optim class and plain hyper-parameters."""
     defaults = {name: value for name, value in optimizer.defaults.items()
-                if isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(
-                    isinstance(item, _PLAIN) for item in value))}
+                if isinstance(value, PLAIN_TYPES) or (isinstance(value, tuple) and all(
+                    isinstance(item, PLAIN_TYPES) for item in value))}
     return {"class": type(optimizer).__name__, "defaults": defaults}
 
 

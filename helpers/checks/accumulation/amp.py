@@ -19,7 +19,6 @@ from helpers.checks.accumulation.shared import (
     ATOL,
     RTOL,
     Batch,
-    GradDict,
     _step_grads_readable,
     prefixed,
     returned_tensors,
@@ -30,7 +29,7 @@ from helpers.checks.amp_calls import check_amp_calls
 from helpers.checks.call_logs import call_log
 from helpers.collect.accumulation import collect_amp_training
 from helpers.diagnosis import mistake
-from helpers.grads import compare, fill_grads, param_snapshot
+from helpers.grads import GradDict, compare, fill_grads, param_snapshot
 from helpers.transport import remote
 
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")

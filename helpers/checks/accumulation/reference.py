@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from helpers.checks.accumulation.shared import Batch, GradDict
+from helpers.checks.accumulation.shared import Batch
 from helpers.checks.amp_calls import clip_grads
-from helpers.grads import clone_model, grad_snapshot, param_snapshot
+from helpers.grads import GradDict, clone_model, grad_snapshot, param_snapshot
 
 
 @dataclass

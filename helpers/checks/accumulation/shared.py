@@ -13,10 +13,10 @@ import torch
 
 from helpers import spies
 from helpers.diagnosis import mistake, mistake_name
+from helpers.grads import GradDict
 from helpers.transport import errors
 
 Batch = tuple[torch.Tensor, torch.Tensor]
-GradDict = dict[str, torch.Tensor]
 
 # Accumulated and full-batch gradients differ only by float32 summation order.
 RTOL = 1e-4

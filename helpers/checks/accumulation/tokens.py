@@ -15,7 +15,6 @@ from helpers.checks.accumulation.shared import (
     ATOL,
     RTOL,
     Batch,
-    GradDict,
     _reworded,
     prefixed,
     returned_tensors,
@@ -24,7 +23,7 @@ from helpers.checks.accumulation.shared import (
 from helpers.checks.call_logs import call_log
 from helpers.collect.accumulation import collect_token_accumulation
 from helpers.diagnosis import mistake
-from helpers.grads import clone_model, compare, fill_grads, near, param_snapshot
+from helpers.grads import GradDict, clone_model, compare, fill_grads, near, param_snapshot
 from helpers.transport import remote
 
 

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from helpers.checks.accumulation.activations import check_activation_memory
 from helpers.checks.accumulation.reference import CycleReference, Reference
-from helpers.checks.accumulation.shared import ATOL, RTOL, GradDict
+from helpers.checks.accumulation.shared import ATOL, RTOL
 from helpers.diagnosis import mistake
-from helpers.grads import compare, near
+from helpers.grads import GradDict, compare, near
 
 MISTAKE_MESSAGES = {
     "no_division": (

@@ -15,10 +15,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 from helpers.checks.memory.shared import _bytes
-from helpers.collect.memory import collect_checkpointed_forward
+from helpers.collect.memory import collect_checkpointed_forward, fresh_run_peak
 from helpers.diagnosis import mistake
 from helpers.grads import clone_model, compare, grad_snapshot, near
-from helpers.memory import peak_bytes
 from helpers.transport import errors, remote
 
 # Checkpointing recomputes the same operations in the same order: the gradients match to rounding.
@@ -55,19 +54,10 @@ def segment_sizes(depth: int, per_segment: int) -> list[int]:
 
 def forward_backward_peak(forward: Callable[[nn.Module, torch.Tensor], torch.Tensor], model: nn.Module,
                           x: torch.Tensor) -> int:
-    """The peak bytes of forward(model, x) and the backward of its mean square, on a fresh copy of
-    `model` (no gradients yet) and of x, as the collector measures the student's function."""
-    def one_run() -> int:
-        copy, x_copy = clone_model(model), x.detach().clone().requires_grad_(x.requires_grad)
-
-        def forward_and_backward():
-            out = forward(copy, x_copy)     # alive through backward, as the student's returned output is
-            out.pow(2).mean().backward()
-
-        return peak_bytes(forward_and_backward, "cpu")
-
-    # The smaller of two runs, as the student's peak is measured (collect_checkpointed_forward).
-    return min(one_run(), one_run())
+    """The peak bytes of forward(model, x) and the backward of its mean square, on fresh copies of
+    `model` and x, as the collector measures the student's function: the smaller of two runs, as
+    the student's peak is (collect_checkpointed_forward)."""
+    return min(fresh_run_peak(forward, model, x), fresh_run_peak(forward, model, x))
 
 
 ACCEPTED = ("segments", "last segment unchecked", "segments, no RNG state",

@@ -14,11 +14,11 @@ from torch import nn
 from helpers import spies
 from helpers.checks.amp_calls import check_amp_calls, clip_grads
 from helpers.checks.call_logs import call_log
-from helpers.checks.precision.evidence import GradDict, _same_tensors
+from helpers.checks.precision.evidence import _same_tensors
 from helpers.collect.precision import collect_amp_train_step
 from helpers.collect.specs import optimizer_spec, scaler_spec
 from helpers.diagnosis import mistake
-from helpers.grads import clone_model, compare, grad_snapshot, near, param_snapshot
+from helpers.grads import GradDict, clone_model, compare, grad_snapshot, near, param_snapshot
 from helpers.transport import errors, remote
 
 # Exercise 3's optimizer: plain SGD, so the step the parameters took tells the gradient it used.

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from helpers.checks.precision.evidence import GradDict, _same_tensors
+from helpers.checks.precision.evidence import _same_tensors
 from helpers.collect.precision import ReusedLeafModel, collect_autocast_audit
 from helpers.diagnosis import mistake
-from helpers.grads import compare, param_snapshot
+from helpers.grads import GradDict, compare, param_snapshot
 from helpers.transport import errors, remote
 
 # Errors a realistic mistake makes torch (or Python) raise inside an exercise of lesson 01, matched

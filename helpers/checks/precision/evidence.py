@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-GradDict = dict[str, torch.Tensor]
+from helpers.grads import GradDict
 
 
 def _same_tensors(data, like: GradDict) -> GradDict | None:
