@@ -152,10 +152,33 @@ def open_notebook(page, lab: Lab, path: str) -> None:
         return panel?.context?.path === path && panel.context.isReady && panel.sessionContext.isReady
             && kernel?.connectionStatus === 'connected' && kernel?.status === 'idle';
     }""", arg=path, polling=250)
-    # window.__busySeen: the kernel has worked since the last run_cells() asked for a run.
-    page.evaluate("""() => window.jupyterapp.shell.currentWidget.sessionContext.statusChanged.connect(
-        (_, status) => { if (status === 'busy') window.__busySeen = true; })""")
+    _watch_execute_requests(page)
     _watch_progress_bars(page)
+
+
+def _watch_execute_requests(page) -> None:
+    # The cells' own state cannot say when a run is over: once one cell's reply is an error,
+    # JupyterLab marks every cell that has no execution count yet as idle, queued ones included,
+    # while the kernel still holds their requests. So count what the kernel was asked and answered:
+    # window.__requestsSent since the last run_cells(), window.__awaitingReplies still unanswered.
+    page.evaluate("""() => {
+        const session = window.jupyterapp.shell.currentWidget.sessionContext;
+        window.__requestsSent = 0;
+        window.__awaitingReplies = new Set();
+        const watch = kernel => kernel?.anyMessage.connect((_, {msg, direction}) => {
+            if (direction === 'send' && msg.header.msg_type === 'execute_request') {
+                window.__requestsSent += 1;
+                window.__awaitingReplies.add(msg.header.msg_id);
+            } else if (direction === 'recv' && msg.header.msg_type === 'execute_reply') {
+                window.__awaitingReplies.delete(msg.parent_header.msg_id);
+            }
+        });
+        watch(session.session?.kernel);
+        session.kernelChanged.connect((_, change) => {
+            window.__awaitingReplies.clear();
+            watch(change.newValue);
+        });
+    }""")
 
 
 def menu(page, top: str, item: str) -> None:
@@ -190,18 +213,16 @@ def progress_bars_seen(page) -> list[str]:
 
 
 def run_cells(page, top: str, item: str) -> None:
-    """Start a run from the menu, and wait until it is over: the kernel has been busy, is idle
-    again, and no cell is queued or running (prompt [*])."""
-    page.evaluate("() => { window.__busySeen = false; window.__idleSince = null; }")
+    """Start a run from the menu, and wait until it is over: the kernel was asked to execute,
+    has answered every request, is idle, and no cell is still running."""
+    page.evaluate("() => { window.__requestsSent = 0; window.__idleSince = null; }")
     menu(page, top, item)
     page.wait_for_function("""() => {
         const panel = window.jupyterapp.shell.currentWidget;
-        // Every cell's model, not the prompts in the page: a windowed notebook leaves the cells
-        // out of view out of the DOM, queued ones too, and the kernel is idle between two cells.
-        const queued = panel.content.widgets.some(cell => cell.model.type === 'code'
-            && (cell.model.executionState === 'running'
-                || (cell.promptNode?.textContent ?? '').includes('*')));
-        if (!window.__busySeen || queued || panel.sessionContext.session?.kernel?.status !== 'idle') {
+        const running = panel.content.widgets.some(
+            cell => cell.model.type === 'code' && cell.model.executionState === 'running');
+        if (window.__requestsSent === 0 || window.__awaitingReplies.size > 0 || running
+                || panel.sessionContext.session?.kernel?.status !== 'idle') {
             window.__idleSince = null;
             return false;
         }
@@ -297,6 +318,17 @@ def full_screenshot(page, name: str) -> Path:
     return path
 
 
+def scratch_notebook(lab: Lab, name: str, cells: list) -> Path:
+    """A notebook of these cells in the lab's root, on the course's kernel."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                       "language": "python"}
+    notebook.cells = cells
+    path = lab.root / name
+    nbformat.write(notebook, path)
+    return path
+
+
 def describe(index: int, cell: dict, output: dict) -> str:
     return f"cell {index} ({first_line(cell)!r}): {output['ename']}: {output['evalue']}"
 
@@ -308,13 +340,8 @@ def describe(index: int, cell: dict, output: dict) -> str:
 
 def test_kernel_runs_this_environment(page, lab):
     """The notebooks' kernel `python3` is this environment's Python, with torch and helpers."""
-    path = lab.root / "kernel_check.ipynb"
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                       "language": "python"}
-    notebook.cells = [nbformat.v4.new_code_cell(
-        "import sys, torch, helpers\nprint(sys.prefix)\nprint(torch.__version__)")]
-    nbformat.write(notebook, path)
+    path = scratch_notebook(lab, "kernel_check.ipynb", [nbformat.v4.new_code_cell(
+        "import sys, torch, helpers\nprint(sys.prefix)\nprint(torch.__version__)")])
     open_notebook(page, lab, path.name)
     ran = run_all(page, resume_after_errors=False)
     (cell,) = ran["cells"]
@@ -325,6 +352,23 @@ def test_kernel_runs_this_environment(page, lab):
     import torch
 
     assert torch_version == torch.__version__
+
+
+def test_run_all_waits_for_the_cells_queued_behind_an_error(page, lab):
+    """The harness itself: after a cell's error JupyterLab shows the queued cells as idle, and a
+    loaded machine can leave the kernel idle between two requests. Here a cell announces idle
+    and then works on for a second; the run is over only when the last cell has answered."""
+    failing = nbformat.v4.new_code_cell("raise ValueError('expected')")
+    failing.metadata["tags"] = ["raises-exception"]
+    # ipykernel's own (private) status call: the idle a starved kernel shows between two cells.
+    idle_then_busy = nbformat.v4.new_code_cell(
+        "import time\nget_ipython().kernel._publish_status('idle', 'shell')\ntime.sleep(1.5)")
+    path = scratch_notebook(lab, "queued_after_error.ipynb",
+                            [failing, idle_then_busy, nbformat.v4.new_code_cell("print('last')")])
+    open_notebook(page, lab, path.name)
+    ran = run_all(page, resume_after_errors=False)
+    assert [cell["execution_count"] for cell in ran["cells"]] == [1, 2, 3]
+    assert ran["cells"][2]["outputs"][0]["text"] == "last\n"
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
