@@ -222,6 +222,24 @@ def test_check_checkpointed_forward_passes_a_correct_function(function, depth, p
                                   per_segment)
 
 
+def test_the_reference_peaks_are_measured_once_per_process(monkeypatch):
+    """Every student of a class is judged against the same reference peaks, measured once: a model
+    of another seed and a new input of the same shape reuse them; another segment length does not."""
+    from helpers.checks.memory import checkpoint_segments
+
+    measured = []
+    real = checkpoint_segments.forward_backward_peak
+    monkeypatch.setattr(checkpoint_segments, "forward_backward_peak",
+                        lambda forward, model, x: measured.append(1) or real(forward, model, x))
+    monkeypatch.setattr(checkpoint_segments, "_REFERENCE_PEAKS", {})
+    cm.check_checkpointed_forward(checkpointed_forward, ResidualMLP(8, 32, 5, seed=1), x_of(), 2)
+    assert measured == [1]
+    cm.check_checkpointed_forward(checkpointed_forward, ResidualMLP(8, 32, 5, seed=7), x_of(), 2)
+    assert measured == [1]
+    cm.check_checkpointed_forward(checkpointed_forward, ResidualMLP(8, 32, 5, seed=7), x_of(), 3)
+    assert measured == [1, 1]
+
+
 @pytest.mark.parametrize("per_segment", [3, 7])
 def test_the_only_segment_may_stay_unchecked(per_segment):
     """The spec lets the last segment run unchecked, the only one too (blocks_per_segment at least the
@@ -402,13 +420,55 @@ MEASURE = cm.PeakMeasure(PLAN_MODEL).bytes
 def test_peak_measure_grows_with_the_micro_batch_and_records_calls():
     measure = cm.PeakMeasure(PLAN_MODEL)
     assert measure(1, False) < measure(4, False) < measure(16, False)
-    assert measure(4, False) == measure(4, False)            # the same allocations every time
+    assert measure(4, False) == measure(4, False)
     # Gradients exist before a measured micro-batch: the measure leaves none behind.
     assert all(p.grad is None for p in PLAN_MODEL.parameters())
     # At a small micro-batch gradients' temporaries dominate and the recompute only adds; at a large
     # one the activations dominate and checkpointing every block lowers the peak.
     assert measure(1, True) > measure(1, False) and measure(64, True) < measure(64, False)
     assert measure(0, True) == 0 and cm_plan._odd_sizes(measure.calls) == [0]
+
+
+def test_a_structure_is_measured_once_per_process_whatever_its_weights(monkeypatch):
+    """The grader judges a whole class on the same few models: each (micro-batch, checkpointing)
+    of a structure is measured once, for a model of another seed too, and again only when what
+    the peak depends on changes (depth, a frozen block, eval mode)."""
+    from helpers.collect import memory as collect_memory
+
+    runs = []
+    real = collect_memory.peak_bytes
+    monkeypatch.setattr(collect_memory, "peak_bytes", lambda fn, device: runs.append(1) or real(fn, device))
+    monkeypatch.setattr(collect_memory, "_PEAKS", {})
+    first = cm.PeakMeasure(ResidualMLP(8, 32, 3, seed=50)).bytes(6, True)
+    assert len(runs) == 2                                    # the smaller of two runs
+    assert cm.PeakMeasure(ResidualMLP(8, 32, 3, seed=51)).bytes(6, True) == first and len(runs) == 2
+    # The same number as a measure that starts from nothing (the allocations are the same every time).
+    monkeypatch.setattr(collect_memory, "_PEAKS", {})
+    assert cm.PeakMeasure(ResidualMLP(8, 32, 3, seed=52)).bytes(6, True) == first and len(runs) == 4
+    frozen = ResidualMLP(8, 32, 3, seed=50)
+    frozen.blocks[0].requires_grad_(False)
+    for changed in (ResidualMLP(8, 32, 4, seed=50), frozen, ResidualMLP(8, 32, 3, seed=50).eval()):
+        before = len(runs)
+        cm.PeakMeasure(changed).bytes(6, True)
+        assert len(runs) == before + 2, changed
+    assert cm.PeakMeasure(ResidualMLP(8, 32, 4, seed=9)).bytes(6, True) != first
+
+
+def test_the_students_measure_answers_what_the_grader_measured(monkeypatch):
+    """check_plan hands the student's plan a measure that knows the grader's peaks (the kernel
+    need not measure them again); it still measures what it was not told, and travels whole."""
+    from helpers.collect import memory as collect_memory
+    from helpers.transport import wire
+
+    told = cm.PeakMeasure(PLAN_MODEL, known={(6, True): 123})
+    tree, buffers = wire.encode(told, objects=True)
+    arrived = wire.decode(tree, buffers, objects=True)
+    assert arrived.known == {(6, True): 123} and arrived(6, True) == 123 and arrived.calls == [(6, True)]
+    monkeypatch.setattr(collect_memory, "_PEAKS", {})
+    assert arrived(5, False) == MEASURE(5, False) != 123
+    table = cm_plan._PeakTable(PLAN_MODEL)
+    table.best_plan(16, MEASURE(4, False))
+    assert set(table.student_measure().known) >= {(16, False), (16, True), (8, False), (8, True), (4, False)}
 
 
 @pytest.mark.parametrize(("batch", "budget", "plan"), [

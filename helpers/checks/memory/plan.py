@@ -7,12 +7,11 @@ largest micro-batch that fits, or the ValueError when nothing fits.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Mapping
 
 from torch import nn
 
-from helpers.collect.memory import PeakMeasure, collect_plan
+from helpers.collect.memory import PeakMeasure, collect_plan, known_peaks
 from helpers.diagnosis import mistake
 from helpers.transport import errors, remote
 
@@ -30,17 +29,15 @@ def _odd_sizes(calls: list) -> list:
 
 
 class _PeakTable:
-    """The grader's own measure of one model, each (micro_batch, checkpointing) measured once for
-    all the checks of that model (_table_of): a test cell judges several budgets on one model."""
+    """The grader's own measure of one model (measured once per structure in this process:
+    helpers.collect.memory.micro_batch_peak), and the best plan it allows."""
 
     def __init__(self, model: nn.Module):
-        self._measure, self._known = PeakMeasure(model), {}
+        self.model = model
+        self._measure = PeakMeasure(model)
 
     def __call__(self, micro_batch: int, checkpointing: bool) -> int:
-        key = (micro_batch, bool(checkpointing))
-        if key not in self._known:
-            self._known[key] = self._measure.bytes(*key)
-        return self._known[key]
+        return self._measure.bytes(micro_batch, bool(checkpointing))
 
     def best_plan(self, effective_batch: int, budget: int) -> tuple[int, bool] | None:
         """The largest divisor that fits, without checkpointing where it fits both ways; None if
@@ -51,20 +48,16 @@ class _PeakTable:
                     return micro_batch, checkpointing
         return None
 
-
-_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _table_of(model: nn.Module) -> _PeakTable:
-    """The one table of `model` while it lives. The checks only measure it, never change it."""
-    if model not in _TABLES:
-        _TABLES[model] = _PeakTable(model)
-    return _TABLES[model]
+    def student_measure(self) -> PeakMeasure:
+        """What the student's plan gets: a measure of the same model that already knows the peaks
+        measured here (best_plan has measured what a correct plan asks), so the kernel does not
+        measure them again."""
+        return PeakMeasure(self.model, known=known_peaks(self.model))
 
 
-def _call_planner(plan: Callable, effective_batch: int, budget: int, model: nn.Module,
+def _call_planner(plan: Callable, effective_batch: int, budget: int,
                   table: _PeakTable) -> tuple[object, list]:
-    outcome = remote.run_student(plan, collect_plan, effective_batch, budget, PeakMeasure(model))
+    outcome = remote.run_student(plan, collect_plan, effective_batch, budget, table.student_measure())
     calls = [call for call in outcome.get("calls", []) if isinstance(call, (list, tuple)) and call]
     error = remote.raised_of(outcome)
     if error is None:
@@ -96,8 +89,9 @@ def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: i
     """plan(effective_batch, budget, measure) must keep the effective batch, fit the budget as
     measured, take the largest micro-batch that fits with or without checkpointing, and checkpoint
     only when that micro-batch does not fit without it."""
-    table = _table_of(model)
-    result, calls = _call_planner(plan, effective_batch, budget, model, table)
+    table = _PeakTable(model)
+    best = table.best_plan(effective_batch, budget)
+    result, calls = _call_planner(plan, effective_batch, budget, table)
     if not (isinstance(result, Mapping) and all(key in result for key in PLAN_KEYS)):
         raise mistake(
             "wrong_return_type",
@@ -140,7 +134,7 @@ def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: i
             "needless_checkpointing",
             f"{dict(result)} uses checkpointing, but micro-batch {m} fits without it "
             f"({table(m, False)} bytes): checkpointing costs an extra forward")
-    best_m, best_c = table.best_plan(effective_batch, budget)
+    best_m, best_c = best
     # Measured and turned down although its peak equals the budget: the comparison was `<`.
     exactly = table(best_m, best_c) == budget and [best_m, best_c] in [list(call) for call in calls]
     if not (m >= best_m):
@@ -156,9 +150,9 @@ def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: i
 
 def check_plan_raises(plan: Callable, model: nn.Module, effective_batch: int, budget: int) -> None:
     """With a budget no micro-batch fits, with or without checkpointing, plan(...) must raise ValueError."""
-    table = _table_of(model)
+    table = _PeakTable(model)
     assert table.best_plan(effective_batch, budget) is None, f"the test's budget of {budget} bytes fits"
-    outcome = remote.run_student(plan, collect_plan, effective_batch, budget, PeakMeasure(model))
+    outcome = remote.run_student(plan, collect_plan, effective_batch, budget, table.student_measure())
     error = remote.raised_of(outcome)
     if error is not None and error.type == "ValueError":
         return
