@@ -10,9 +10,13 @@ submissions of lesson 04 (the quickest to run) must validate cleanly: the worked
 `alternative_positions`, whose functions warn and write to stderr while tested. Grading ignores
 stderr, and the checks show it on stdout (`helpers.transport.capture.stderr_on_stdout`), so Validate agrees.
 
-Those two run in kernels started afresh, as the button starts them. The mistakes run in kernels
-forked from one that has already imported torch, ipykernel and matplotlib (tests/forked_kernels.py):
-the same notebook and checks, without three seconds of imports per submission.
+Those two run whole, in kernels started afresh, as the button runs them. The mistakes run in
+kernels forked from one that has already imported torch, ipykernel and matplotlib
+(tests/forked_kernels.py), without the demonstrations that grading leaves out of the same notebook
+(course_tools.grading.demonstrations: the teacher's unchanged `skip-when-grading` cells that no cell
+that runs depends on). What a test cell reports cannot depend on them, by the rule grading relies
+on (tests/grading/test_demonstrations.py), and nbgrader's Validator reports test cells only: the
+same verdicts, without the lesson's plots and timing loops for each of some ninety submissions.
 
 One test class per lesson, so that pytest-xdist can spread the lessons over its workers.
 """
@@ -23,6 +27,7 @@ import nbformat
 import pytest
 from support import failed_cells, validate
 
+from course_tools.grading.demonstrations import skipped_at_grading
 from course_tools.jobs.demo_class import DEMO_ROOT, build_notebook, kind_of, load_demo_class
 from course_tools.lessons import REPO_ROOT, assignment_ids
 
@@ -36,16 +41,22 @@ def validated_submissions(assignment: str) -> list:
             if kind_of(submission) == "mistake" or submission.student in CORRECT_ONES.get(assignment, ())]
 
 
-def hand_in(course: Path, assignment: str, submission, folder: Path) -> dict[Path, object]:
-    """The student's notebooks in folder/assignment/, as they hold them before pressing Validate."""
+def hand_in(course: Path, assignment: str, submission, folder: Path,
+            whole: bool = True) -> dict[Path, object]:
+    """The student's notebooks in folder/assignment/, as they hold them before pressing Validate;
+    unless `whole`, without the demonstrations grading would leave out of them."""
     target = folder / assignment
     target.mkdir(parents=True)
     handed_in = {}
     for released_path in sorted((course / "release" / assignment).glob("*.ipynb")):
         released = nbformat.read(released_path, as_version=4)
         source = nbformat.read(course / "source" / assignment / released_path.name, as_version=4)
+        notebook = build_notebook(submission, source, released)
+        if not whole:
+            left_out = skipped_at_grading(notebook.cells, released.cells)
+            notebook.cells = [cell for index, cell in enumerate(notebook.cells) if index not in left_out]
         path = target / released_path.name
-        nbformat.write(build_notebook(submission, source, released), path)
+        nbformat.write(notebook, path)
         handed_in[path] = released
     return handed_in
 
@@ -63,9 +74,10 @@ class ValidateAgreesWithGrading:
         unknown = set(submission.validate_misses) - set(submission.loses)
         assert not unknown, f"{submission.student}: '# validate-misses:' names {sorted(unknown)}, not lost"
         failed = {}
-        forked = submission.student not in CORRECT_ONES.get(self.assignment, ())
-        for path, released in hand_in(released_course, self.assignment, submission, tmp_path).items():
-            failed.update(failed_cells(validate(released_course, path, forked=forked), released))
+        as_the_button = submission.student in CORRECT_ONES.get(self.assignment, ())
+        handed_in = hand_in(released_course, self.assignment, submission, tmp_path, whole=as_the_button)
+        for path, released in handed_in.items():
+            failed.update(failed_cells(validate(released_course, path, forked=not as_the_button), released))
         expected = set(submission.loses) - set(submission.validate_misses)
         missed = expected - set(failed)
         assert not missed, (
