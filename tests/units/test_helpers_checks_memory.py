@@ -529,6 +529,27 @@ def test_a_plain_peak_of_exactly_the_budget_turned_down_for_checkpointing_is_nam
     assert "measure(m, c) <= budget_bytes" in str(caught.value)
 
 
+def checkpointing_first(effective_batch, budget_bytes, measure):
+    """Tries checkpointing before the plain run at each micro-batch: never measures the plain peak."""
+    for micro_batch in [m for m in range(effective_batch, 0, -1) if effective_batch % m == 0]:
+        for checkpointing in (True, False):
+            if measure(micro_batch, checkpointing) <= budget_bytes:
+                return {"micro_batch": micro_batch, "accum_steps": effective_batch // micro_batch,
+                        "checkpointing": checkpointing}
+    raise ValueError("nothing fits")
+
+
+def test_checkpointing_tried_first_is_not_called_a_boundary_mistake():
+    """The same plan as `<` gives (32 checkpointed, the plain peak exactly the budget), but this
+    plan never measured the plain peak: its mistake is preferring checkpointing, and the feedback
+    must not tell it about a comparison it did not make."""
+    with pytest.raises(AssertionError) as caught:
+        cm.check_plan(checkpointing_first, PLAN_MODEL, 32, MEASURE(32, False))
+    assert caught.value.mistake == "needless_checkpointing"
+    assert "checkpointing costs an extra forward" in str(caught.value)
+    assert "exactly the budget" not in str(caught.value)
+
+
 @pytest.mark.parametrize("checkpointing", [0, 1, None, "False"])
 def test_checkpointing_must_be_a_bool(checkpointing):
     def not_a_bool(effective_batch, budget_bytes, measure):

@@ -123,7 +123,10 @@ def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: i
             "budget_exceeded",
             f"the plan {dict(result)} peaks at {used} bytes over forward and backward, over the budget "
             f"of {budget}")
-    if c and table(m, False) == budget:
+    measured = [list(call) for call in calls]
+    # Measured without checkpointing and turned down at exactly the budget: the comparison was `<`.
+    # A plan that tried checkpointing first never saw that peak: its mistake is the preference.
+    if c and table(m, False) == budget and [m, False] in measured:
         raise mistake(
             "budget_boundary_excluded",
             f"{dict(result)} uses checkpointing, but micro-batch {m} fits without it: its plain peak "
@@ -136,7 +139,7 @@ def check_plan(plan: Callable, model: nn.Module, effective_batch: int, budget: i
             f"({table(m, False)} bytes): checkpointing costs an extra forward")
     best_m, best_c = best
     # Measured and turned down although its peak equals the budget: the comparison was `<`.
-    exactly = table(best_m, best_c) == budget and [best_m, best_c] in [list(call) for call in calls]
+    exactly = table(best_m, best_c) == budget and [best_m, best_c] in measured
     if not (m >= best_m):
         raise mistake(
             "budget_boundary_excluded" if exactly else "plan_not_largest",
