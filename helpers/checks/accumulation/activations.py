@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from torch import nn
 
 from helpers.checks.accumulation.shared import Batch
+from helpers.checks.kept import kept
 from helpers.diagnosis import mistake
 from helpers.grads import clone_model
 from helpers.memory import SavedTensorMeter
@@ -18,6 +19,7 @@ from helpers.memory import SavedTensorMeter
 MEMORY_SLACK = 1.5
 
 
+@kept
 def micro_batch_peak(model: nn.Module, loss_fn: Callable, micro_batches: Sequence[Batch]) -> int:
     """The most bytes of saved activations one forward and backward of a single micro-batch holds,
     over `micro_batches` (each on its own copy of the model and of the batch, as the student's

@@ -11,6 +11,7 @@ from torch import nn
 
 from helpers.checks.accumulation.shared import Batch
 from helpers.checks.amp_calls import clip_grads
+from helpers.checks.kept import kept
 from helpers.grads import GradDict, clone_model, grad_snapshot, param_snapshot
 
 
@@ -80,6 +81,7 @@ def _mistakes(micro: list[GradDict], sizes: list[int], accum_steps: int,
     return mistakes
 
 
+@kept
 def reference_run(model: nn.Module, loss_fn: Callable, cycles: Sequence[Sequence[Batch]], *,
                   lr: float, max_norm: float | None = None,
                   accum_steps: int | None = None) -> Reference:
@@ -88,7 +90,8 @@ def reference_run(model: nn.Module, loss_fn: Callable, cycles: Sequence[Sequence
     Each update uses the gradient of loss_fn over the whole cycle concatenated (loss_fn must
     average over samples, like F.cross_entropy), clipped to `max_norm` if given. The model
     itself is not touched. `accum_steps` (default: the longest cycle) is only used to name
-    mistakes such as dividing a short cycle by accum_steps.
+    mistakes such as dividing a short cycle by accum_steps. Computed once per process for equal
+    arguments (helpers.checks.kept): every student of a class is judged against the same run.
     """
     if not cycles or any(len(cycle) == 0 for cycle in cycles):
         raise ValueError("reference_run needs at least one cycle, each with at least one micro-batch")

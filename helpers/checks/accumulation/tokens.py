@@ -4,6 +4,7 @@ caller and the mean loss read to the host once, at the end."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import torch
@@ -25,6 +26,11 @@ from helpers.collect.accumulation import collect_token_accumulation
 from helpers.diagnosis import mistake
 from helpers.grads import GradDict, clone_model, compare, fill_grads, near, param_snapshot
 from helpers.transport import remote
+
+
+def _token_loss(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int) -> torch.Tensor:
+    """The mean cross-entropy over every token that is not ignore_index."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
 
 
 def check_token_gradients(candidate: GradDict, full: GradDict, naive: GradDict,
@@ -109,8 +115,7 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
     # The gradient cannot show whether the cycle ran as one graph: the memory the graph held can,
     # and a graph over the whole cycle also explains a wrong gradient best, so it comes first.
     backwards = log.count("backward")
-    single = micro_batch_peak(model, lambda logits, targets: F.cross_entropy(
-        logits.flatten(0, 1), targets.flatten(), ignore_index=ignore_index), micro_batches)
+    single = micro_batch_peak(model, functools.partial(_token_loss, ignore_index=ignore_index), micro_batches)
     try:
         check_activation_memory(outcome.get("peak_saved"), single, backwards, len(micro_batches),
                                 outcome.get("graphs"), max(len(inputs) for inputs, _ in micro_batches))

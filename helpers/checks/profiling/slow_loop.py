@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from helpers import grads
+from helpers.checks.kept import kept
 from helpers.collect.profiling import collect_fast_epoch
 from helpers.diagnosis import mistake
 from helpers.transport import errors, remote
@@ -36,6 +37,15 @@ def reference_epoch(model: torch.nn.Module, dataset, batch_size: int, lr: float)
         optimizer.step()
         total += loss.item()
     return total / len(loader)
+
+
+@kept
+def slow_epoch_outcome(model: torch.nn.Module, dataset, batch_size: int, lr: float) -> tuple[float, dict]:
+    """reference_epoch on a copy of `model`: its mean loss and the copy's final parameters (on the
+    CPU), once per process for equal arguments (helpers.checks.kept)."""
+    twin = grads.clone_model(model)
+    loss = reference_epoch(twin, dataset, batch_size, lr)
+    return loss, {name: tensor.cpu() for name, tensor in grads.param_snapshot(twin).items()}
 
 
 def _dicts(value) -> list[dict]:
@@ -67,8 +77,7 @@ def check_fast_epoch(fast_epoch: Callable, dataset, model: torch.nn.Module, *,
     slow_epoch's outcome comes from reference_epoch, the lesson's slow_epoch as published, run here
     on another copy: never the notebook's, which sits in a cell the student can edit. Returns a
     one-line summary."""
-    twin = grads.clone_model(model)
-    reference_loss = reference_epoch(twin, dataset, batch_size, lr)
+    reference_loss, reference = slow_epoch_outcome(model, dataset, batch_size, lr)
     steps = -(-len(dataset) // batch_size)
     model_device = _device_of(model)
     outcome = remote.run_student(fast_epoch, collect_fast_epoch, model, next(model.parameters()).device, lr,
@@ -81,7 +90,6 @@ def check_fast_epoch(fast_epoch: Callable, dataset, model: torch.nn.Module, *,
     all_settings, batches = _dicts(loaders.get("settings")), _count(loaders.get("batches"))
     # The outcome first: the parameters and the loss slow_epoch reaches. What the spies recorded
     # (the DataLoaders, the host syncs) explains a wrong outcome, or enforces what no outcome shows.
-    reference = {name: tensor.cpu() for name, tensor in grads.param_snapshot(twin).items()}
     ended = _parameters_of(outcome, reference)
     params = None if ended is None else grads.compare(ended, reference)
     if params is None or not params.close(rtol=1e-5, atol=1e-6):
