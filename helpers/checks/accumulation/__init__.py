@@ -29,16 +29,8 @@ token gradients with `helpers.grads.token_references`, which stays importable.
 from helpers.checks.accumulation.amp import AmpAccumulationChecks
 from helpers.checks.accumulation.loop import check_training
 from helpers.checks.accumulation.reference import reference_run
-from helpers.checks.accumulation.tokens import check_token_accumulation
+from helpers.checks.accumulation.tokens import check_token_accumulation, token_references
 from helpers.checks.accumulation.updates import check_updates
-
-# The test cells call checks_accumulation.token_references; the lesson's own cells need it too, so
-# it lives in helpers.grads, which the kernel keeps at grading. The judges' name for it is kept
-# per process (helpers.checks.kept), like their other references.
-from helpers.checks.kept import kept
-from helpers.grads import token_references as _token_references
-
-token_references = kept(_token_references)
 
 __all__ = [
     "AmpAccumulationChecks",

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers import grads
 from helpers.checks.accumulation.activations import check_activation_memory, micro_batch_peak
 from helpers.checks.accumulation.shared import (
     ATOL,
@@ -22,10 +23,20 @@ from helpers.checks.accumulation.shared import (
     student_error,
 )
 from helpers.checks.call_logs import call_log
+from helpers.checks.kept import kept
 from helpers.collect.accumulation import collect_token_accumulation
 from helpers.diagnosis import mistake
 from helpers.grads import GradDict, clone_model, compare, fill_grads, near, param_snapshot
 from helpers.transport import remote
+
+_kept_token_references = kept(grads.token_references)
+
+
+def token_references(model: nn.Module, micro_batches, ignore_index: int = -100):
+    """What the test cells call: helpers.grads.token_references (the lesson's own cells use it, so it
+    lives with the student's tools, which the kernel keeps at grading), computed once per process for
+    equal arguments (helpers.checks.kept). A plain function, like every name a test cell calls."""
+    return _kept_token_references(model, micro_batches, ignore_index=ignore_index)
 
 
 def _token_loss(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int) -> torch.Tensor:
