@@ -78,27 +78,33 @@ def key_of(value, depth: int = 0) -> tuple:
     raise _NotKept
 
 
-def kept(function: Callable) -> Callable:
-    """Decorator: compute once per process per equal arguments, return a copy each time."""
+def kept(function: Callable | None = None, *, key: Callable | None = None) -> Callable:
+    """Decorator: compute once per process per equal arguments, return a copy each time.
+    `key(*args, **kwargs)`, if given, returns the hashable key instead (key_of helps build it): for
+    a judge whose result depends on less than its arguments hold (a peak on a model's structure,
+    not its weights)."""
+    if function is None:
+        return functools.partial(kept, key=key)
     results: OrderedDict = OrderedDict()
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         try:
-            key = key_of((args, dict(kwargs)))
-        except _NotKept:
+            key_value = key_of((args, dict(kwargs))) if key is None else key(*args, **kwargs)
+            hash(key_value)
+        except (_NotKept, TypeError):
             return function(*args, **kwargs)
-        if key not in results:
+        if key_value not in results:
             result = function(*args, **kwargs)
             try:
-                results[key] = copy.deepcopy(result)
+                results[key_value] = copy.deepcopy(result)
             except Exception:  # noqa: BLE001 - a result with no copy of its own (a graph's tensor)
                 return result
             if len(results) > KEPT_RESULTS:
                 results.popitem(last=False)
             return result
-        results.move_to_end(key)
-        return copy.deepcopy(results[key])
+        results.move_to_end(key_value)
+        return copy.deepcopy(results[key_value])
 
     wrapper.kept_results = results
     return wrapper

@@ -231,7 +231,7 @@ def test_the_reference_peaks_are_measured_once_per_process(monkeypatch):
     real = checkpoint_segments.forward_backward_peak
     monkeypatch.setattr(checkpoint_segments, "forward_backward_peak",
                         lambda forward, model, x: measured.append(1) or real(forward, model, x))
-    monkeypatch.setattr(checkpoint_segments, "_REFERENCE_PEAKS", {})
+    checkpoint_segments._reference_peak.kept_results.clear()
     cm.check_checkpointed_forward(checkpointed_forward, ResidualMLP(8, 32, 5, seed=1), x_of(), 2)
     assert measured == [1]
     cm.check_checkpointed_forward(checkpointed_forward, ResidualMLP(8, 32, 5, seed=7), x_of(), 2)

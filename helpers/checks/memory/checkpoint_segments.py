@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
+from helpers.checks.kept import kept, key_of
 from helpers.checks.memory.shared import _bytes
 from helpers.collect.memory import collect_checkpointed_forward, fresh_run_peak, peak_structure
 from helpers.diagnosis import mistake
@@ -60,20 +61,17 @@ def forward_backward_peak(forward: Callable[[nn.Module, torch.Tensor], torch.Ten
     return min(fresh_run_peak(forward, model, x), fresh_run_peak(forward, model, x))
 
 
-# (way, blocks per segment, the model's structure, x's shape, dtype and requires_grad) -> peak bytes:
-# the same references for every check and every student of a class, measured once per process.
-_REFERENCE_PEAKS: dict[tuple, int] = {}
-_REFERENCES_KEPT = 4096
+def _reference_key(name: str, ways: dict, model: nn.Module, x: torch.Tensor, segment: int) -> tuple:
+    # What a way's peak depends on: never the weights' or the input's values.
+    return (name, segment, key_of(peak_structure(model)), tuple(x.shape), str(x.dtype), x.requires_grad)
 
 
+@kept(key=_reference_key)
 def _reference_peak(name: str, ways: dict[str, Callable], model: nn.Module, x: torch.Tensor,
                     segment: int) -> int:
-    key = (name, segment, peak_structure(model), tuple(x.shape), x.dtype, x.requires_grad)
-    if key not in _REFERENCE_PEAKS:
-        if len(_REFERENCE_PEAKS) >= _REFERENCES_KEPT:
-            _REFERENCE_PEAKS.clear()
-        _REFERENCE_PEAKS[key] = forward_backward_peak(ways[name], model, x)
-    return _REFERENCE_PEAKS[key]
+    """The peak of one way of checkpointing, the same for every check and every student of a class:
+    measured once per process (helpers.checks.kept)."""
+    return forward_backward_peak(ways[name], model, x)
 
 
 ACCEPTED = ("segments", "last segment unchecked", "segments, no RNG state",
