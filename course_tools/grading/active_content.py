@@ -26,6 +26,7 @@ Error and stream outputs are left alone: nbconvert escapes them.
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import re
 
@@ -160,10 +161,27 @@ def _one_html_block(markup: str) -> str | None:
     return None
 
 
+# A class's notebooks share most markdown cells (the lesson's own prose): each is judged once per
+# process. Only cells without attachments (the answer depends on nothing else) and of a bounded
+# length are kept, so a student's long or many cells cannot grow the grader.
+KEPT_MARKDOWN_CELLS = 2048
+KEPT_MARKDOWN_CHARACTERS = 20_000
+
+
 def inert_markdown(source: str, attachments: dict | None = None) -> str:
     """Markdown that renders to nothing that runs or fetches: `source` itself when its markdown alone
     makes it so, else the cleaned HTML of its rendering (which markdown renders as it is)."""
-    attachments = attachments or {}
+    if not attachments and len(source) <= KEPT_MARKDOWN_CHARACTERS:
+        return _kept_inert_markdown(source)
+    return _inert_markdown(source, attachments or {})
+
+
+@functools.lru_cache(maxsize=KEPT_MARKDOWN_CELLS)
+def _kept_inert_markdown(source: str) -> str:
+    return _inert_markdown(source, {})
+
+
+def _inert_markdown(source: str, attachments: dict) -> str:
     try:
         if all(_inert_token(token, attachments) for token in _tokens(source)):
             return source

@@ -236,8 +236,32 @@ def test_markdown_the_renderer_cannot_take_is_shown_as_text(monkeypatch):
         raise RecursionError("too deep")
 
     monkeypatch.setattr(active_content, "_tokens", fails)
+    active_content._kept_inert_markdown.cache_clear()
     source = "<b>deep</b> & *deeper*"
     assert rendered(inert_markdown(source)).strip() == "<pre>&lt;b&gt;deep&lt;/b&gt; &amp; *deeper*</pre>"
+    active_content._kept_inert_markdown.cache_clear()
+
+
+def test_a_markdown_cell_is_judged_once_and_the_same_every_time(monkeypatch):
+    """The lesson's prose, repeated in every student's notebook, is judged once per process; a cell
+    with attachments, or a long one, every time, and every answer is the one judging gives."""
+    judged = []
+    judge = active_content._inert_markdown
+    monkeypatch.setattr(active_content, "_inert_markdown",
+                        lambda source, attachments: judged.append(source) or judge(source, attachments))
+    active_content._kept_inert_markdown.cache_clear()
+    prose, script = "The *scaler* multiplies the loss.", "Read <img src=x onerror=alert(1)> this"
+    for _ in range(3):
+        assert inert_markdown(prose) == prose
+        assert "onerror" not in inert_markdown(script) and "this" in inert_markdown(script)
+    assert judged == [prose, script]
+    pictured = "![a](attachment:a.png)"
+    long = "word " * (active_content.KEPT_MARKDOWN_CHARACTERS // 5 + 1)
+    for _ in range(2):
+        assert inert_markdown(pictured, {"a.png": {"image/png": PNG}}) == pictured
+        assert inert_markdown(long) == long
+    assert judged == [prose, script, pictured, long, pictured, long]
+    active_content._kept_inert_markdown.cache_clear()
 
 
 def test_attachments_keep_only_pixels_and_the_page_still_renders():
