@@ -113,6 +113,10 @@ def test_ordinary_uses_of_sys_and_inspect_do_not_count_as_reaching_globals():
     for reach in ("import sys\ndef predict(model, rows):\n    return sys.modules['__main__']",
                   "import sys\ndef predict(model, rows):\n    return sys._getframe().f_globals",
                   "from __main__ import hidden_helper",
+                  # The same reaches, imported by name: no attribute is read.
+                  "from sys import modules\ndef predict(model, rows):\n    return modules['__main__']",
+                  "from sys import _getframe as frame\ndef predict(model, rows):\n    return frame(0)",
+                  "from inspect import stack\ndef predict(model, rows):\n    return stack()[0][0]",
                   "def predict(model, rows):\n    return predict.__globals__['hidden_helper']"):
         assert skipped_sources(notebook(demo), notebook(demo, solution=reach)) == [], reach
 
