@@ -56,10 +56,11 @@ def reaches_globals_dynamically(source: str) -> bool:
             return True
         if isinstance(node, ast.alias) and node.name.split(".")[0] in DYNAMIC_NAMES:
             return True
-        # `from sys import modules` reaches them with no attribute read
-        if isinstance(node, ast.ImportFrom) and any(alias.name in DYNAMIC_ATTRIBUTES for alias in node.names):
-            return True
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in DYNAMIC_NAMES:
+        # `from sys import modules` reaches them with no attribute read, and `from inspect import *`
+        # binds names no parse can list
+        if isinstance(node, ast.ImportFrom) and (
+                (node.module or "").split(".")[0] in DYNAMIC_NAMES
+                or any(alias.name == "*" or alias.name in DYNAMIC_ATTRIBUTES for alias in node.names)):
             return True
     return False
 

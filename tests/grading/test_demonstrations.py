@@ -117,6 +117,7 @@ def test_ordinary_uses_of_sys_and_inspect_do_not_count_as_reaching_globals():
                   "from sys import modules\ndef predict(model, rows):\n    return modules['__main__']",
                   "from sys import _getframe as frame\ndef predict(model, rows):\n    return frame(0)",
                   "from inspect import stack\ndef predict(model, rows):\n    return stack()[0][0]",
+                  "from inspect import *\ndef predict(model, rows):\n    return stack()[0][0]",
                   "def predict(model, rows):\n    return predict.__globals__['hidden_helper']"):
         assert skipped_sources(notebook(demo), notebook(demo, solution=reach)) == [], reach
 
