@@ -1,5 +1,5 @@
 # The course in five targets. `make course` is the main job, `make test` runs every test; both set
-# up the virtual environment first when requirements.txt or pyproject.toml changed.
+# up the virtual environment first when a requirements file or pyproject.toml changed.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -15,9 +15,9 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-test.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-test.txt -e .
 	touch $@
 
 # Regenerate release/ and notebooks/, grade the demo classes, write feedback/ and grades.csv.

@@ -52,7 +52,7 @@ def missing_browser_prerequisite() -> str | None:
         import playwright.sync_api  # noqa: F401
     except ImportError:
         return ("the browser tests need Playwright for Python: pip install 'playwright>=1.48,<2' "
-                "(it is in requirements.txt; `make setup` installs it)")
+                "(it is in requirements-test.txt; `make setup` installs it)")
     if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
         return (f"the browser tests need Chromium at {CHROMIUM}: apt-get install chromium "
                 "(or point CHROMIUM at a Chromium or Chrome binary)")

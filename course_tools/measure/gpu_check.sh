@@ -29,8 +29,9 @@ manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux2010_x86_64 manylinux1_x86_6
 MODULES="torch nbval pytest nbformat nbclient jupyter_client ipykernel matplotlib tqdm numpy"
 
 requirements() {
-  # requirements.txt's bounds for what the check needs (never torch), then what they leave implicit.
-  grep -iE '^(nbval|pytest|ipykernel|ipywidgets|matplotlib|numpy|tqdm)[[:space:]]*([<>=!~;]|$)' requirements.txt
+  # The requirements files' bounds for what the check needs (never torch), then what they leave implicit.
+  grep -hiE '^(nbval|pytest|ipykernel|ipywidgets|matplotlib|numpy|tqdm)[[:space:]]*([<>=!~;]|$)' \
+    requirements.txt requirements-test.txt
   printf '%s\n' nbformat nbclient jupyter_client
 }
 

@@ -85,13 +85,14 @@ def test_a_lesson_without_figures_is_reported_not_skipped(tmp_path):
     assert "no figures from 05_new_lesson" in markdown and "1 of 2 lessons passed" in markdown
 
 
-def test_requirements_come_from_requirements_txt_and_leave_torch_out():
+def test_requirements_come_from_the_requirements_files_and_leave_torch_out():
     completed = subprocess.run(["bash", str(SCRIPT), "--print-requirements"], cwd=REPO_ROOT,
                                capture_output=True, text=True, timeout=30, check=True)
     lines = completed.stdout.split()
     names = {re.split(r"[<>=!~;\s]", line, maxsplit=1)[0].lower() for line in lines}
     assert {"nbval", "pytest", "nbformat", "nbclient", "ipykernel", "matplotlib", "tqdm", "numpy"} <= names
     assert "torch" not in names and "pytest-xdist" not in names
-    pinned = {line for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()
+    pinned = {line for name in ("requirements.txt", "requirements-test.txt")
+              for line in (REPO_ROOT / name).read_text().splitlines()
               if line.startswith(("nbval", "pytest>", "numpy"))}
-    assert pinned <= set(lines), "the GPU check should use requirements.txt's bounds"
+    assert len(pinned) == 3 and pinned <= set(lines), "the GPU check should use the files' bounds"
