@@ -12,7 +12,12 @@ submission only when all of these hold:
   not bind (so a student's function that uses a demonstration's `model` keeps the cells that make
   and change `model`); this is decided to a fixed point, since a kept cell's names count too;
 - no cell that runs reaches names in ways a parse cannot follow (`globals()`, `eval`, magics),
-  which would hide what it reads.
+  which would hide what it reads. The test is by name (`.stack`, `.modules`), with two exceptions
+  that name no such way: `model.modules()`, a call (`sys.modules` is a dict, and calling it
+  fails), and an attribute of a torch module the setup cell imported, read directly from the
+  setup's name (`torch.stack`, `nn.modules`), when it is one of torch's compiled operators or
+  modules in an unmodified torch and no cell that runs rebinds that name or writes attributes
+  (`setattr`, `__dict__`, `torch.x = ...`), which could make it something else.
 
 Anything else runs as stock nbgrader would run it. Validate and a student's Run All never skip.
 """
@@ -22,7 +27,9 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import importlib
 import symtable
+import types
 from typing import NamedTuple
 
 from course_tools.cells import grade_id, is_read_only
@@ -39,21 +46,105 @@ DYNAMIC_ATTRIBUTES = frozenset({"modules", "_getframe", "currentframe", "stack",
                                 "f_back", "__globals__", "user_ns", "import_module", "getmembers"})
 
 
-@functools.lru_cache(maxsize=4096)
-def reaches_globals_dynamically(source: str) -> bool:
-    """Whether the cell names a way to read globals that a parse cannot follow (True when it does
-    not parse)."""
+# Names and attributes through which a cell can change what a module's attribute is.
+ATTRIBUTE_WRITERS = frozenset({"setattr", "delattr", "__dict__", "__setattr__", "__delattr__"})
+
+
+def _parse(source: str) -> ast.Module | None:
     try:
         from IPython.core.inputtransformer2 import TransformerManager
 
-        tree = ast.parse(TransformerManager().transform_cell(source))
+        return ast.parse(TransformerManager().transform_cell(source))
     except (SyntaxError, ValueError, ImportError):
+        return None
+
+
+def _owned_by_torch(value) -> bool:
+    name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+    return isinstance(name, str) and (name == "torch" or name.startswith("torch."))
+
+
+def _torch_module(name: str) -> types.ModuleType | None:
+    if name.split(".")[0] != "torch":
+        return None  # and nothing else is imported here
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        return None
+    return module if _owned_by_torch(module) else None
+
+
+@functools.lru_cache(maxsize=256)
+def _torch_attribute(module_name: str, attribute: str) -> bool:
+    """Whether module_name.attribute is, in this process's unmodified torch, one of torch's compiled
+    operators or modules (torch.stack, nn.modules): nothing written in Python, which could be a
+    wrapper around a frame function."""
+    module = _torch_module(module_name)
+    # vars(): what the module holds, not what its __getattr__ makes up (torch.ops answers any name)
+    value = vars(module).get(attribute) if module is not None else None
+    return _owned_by_torch(value) and isinstance(value, (types.BuiltinFunctionType, types.ModuleType))
+
+
+@functools.lru_cache(maxsize=1024)
+def torch_imports(source: str) -> frozenset[tuple[str, str]]:
+    """(name, module) for each torch module a (setup) cell binds by importing it: `import torch`,
+    `from torch import nn`, `import torch.nn.functional as F`; not the functions it imports."""
+    tree = _parse(source)
+    found = set()
+    for node in ast.walk(tree) if tree else ():
+        if isinstance(node, ast.Import):
+            found.update((alias.asname, alias.name) if alias.asname else (alias.name.split(".")[0],) * 2
+                         for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.update((alias.asname or alias.name, f"{node.module}.{alias.name}") for alias in node.names)
+    return frozenset((name, module) for name, module in found if _torch_module(module) is not None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _could_change(source: str, names: frozenset[str]) -> bool:
+    """Whether a cell rebinds one of `names` in any scope, or writes an attribute of one, or names a
+    way to write attributes by name (True when it does not parse)."""
+    tree = _parse(source)
+    if tree is None:
         return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in ATTRIBUTE_WRITERS:
+            return True
+        if isinstance(node, ast.Attribute) and (node.attr in ATTRIBUTE_WRITERS or (
+                not isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)
+                and node.value.id in names)):
+            return True
+    pending = [symtable.symtable(ast.unparse(tree), "cell", "exec")]
+    while pending:
+        scope = pending.pop()
+        pending.extend(scope.get_children())
+        for symbol in scope.get_symbols():
+            if symbol.get_name() in names and (symbol.is_assigned() or symbol.is_imported()
+                                                or symbol.is_parameter() or symbol.is_namespace()):
+                return True
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def reaches_globals_dynamically(source: str, torch_names: frozenset[tuple[str, str]] = frozenset()) -> bool:
+    """Whether the cell names a way to read globals that a parse cannot follow (True when it does
+    not parse). torch_names: (name, module) of the torch modules the setup bound and no running
+    cell can change (see the module's docstring); their own attributes are not such a way."""
+    tree = _parse(source)
+    if tree is None:
+        return True
+    modules = dict(torch_names)
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in DYNAMIC_NAMES:
             return True
         if isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES:
-            return True
+            if node.attr == "modules" and id(node) in called:
+                continue
+            base = node.value.id if isinstance(node.value, ast.Name) else None
+            if not (isinstance(node.ctx, ast.Load) and base in modules
+                    and _torch_attribute(modules[base], node.attr)):
+                return True
         if isinstance(node, ast.alias) and node.name.split(".")[0] in DYNAMIC_NAMES:
             return True
         # `from sys import modules` reaches them with no attribute read, and `from inspect import *`
@@ -129,7 +220,14 @@ def skipped_at_grading(cells, release_cells) -> set[int]:
         if cell["source"] in tagged and not grade_id(cell):
             candidates.add(index)
     kept = [i for i in names if i not in candidates]
-    if any(reaches_globals_dynamically(cells[i]["source"]) for i in kept if not is_read_only(cells[i])):
+    running = [cells[i]["source"] for i in names if not is_read_only(cells[i])]
+    setup_torch = frozenset().union(*(torch_imports(cells[i]["source"])
+                                      for i in kept if is_read_only(cells[i])))
+    changeable = frozenset(name for name, _ in setup_torch)
+    if any(_could_change(source, changeable) for source in running):
+        setup_torch = frozenset()
+    if any(reaches_globals_dynamically(cells[i]["source"], setup_torch)
+           for i in kept if not is_read_only(cells[i])):
         return set()
     setup_bound = set().union(*(names[i].bound for i in kept if is_read_only(cells[i])))
     independent = setup_bound | BUILTIN_NAMES

@@ -145,3 +145,26 @@ def test_every_tagged_demonstration_of_every_lesson_is_skipped_for_the_worked_so
         kept = tagged - skipped_at_grading(solution, release)
         assert not kept, (f"{lesson}: tagged demonstrations {sorted(kept)} would run while grading; a test "
                           "or an exercise reads a name they bind (course_tools/grading/demonstrations.py)")
+
+
+def test_torchs_own_stack_and_a_modules_call_do_not_count_as_reaching_globals():
+    """`.stack` and `.modules` are matched by name (inspect.stack, sys.modules); torch.stack read from
+    the setup's `torch`, nn.modules, and model.modules() reach nothing, unless a running cell could
+    have made the setup's name, or its attribute, something else."""
+    demo = "hidden_helper = 7"
+    body = "\ndef predict(model, rows):\n    return "
+    for harmless in (body + "torch.stack([rows]).sum() * len([*model.modules()])",
+                     body + "rows if nn.modules.Linear else 0"):
+        assert skipped_sources(notebook(demo), notebook(demo, solution=harmless)) == [demo], harmless
+    uses = "\ndef predict(model, rows):\n    return torch.stack([rows])"
+    for reach in ("import inspect as torch" + uses,
+                  "import torch" + uses,  # the same torch, most likely; no parse can be sure
+                  "import inspect\ndef predict(model, rows, torch=inspect):\n    return torch.stack()",
+                  "import inspect" + body + "[torch.stack() for torch in [inspect]]",
+                  "torch.stack = print" + uses,
+                  "setattr(torch, 'stack', print)" + uses,
+                  "torch.__dict__['stack'] = print" + uses,
+                  body + "torch.sys.modules",
+                  body + "model.modules",
+                  body + "torch.ops.stack"):
+        assert skipped_sources(notebook(demo), notebook(demo, solution=reach)) == [], reach
