@@ -5,7 +5,9 @@ import shutil
 from html.parser import HTMLParser
 
 import nbformat
-from nbconvert.exporters import HTMLExporter
+import pytest
+from nbconvert.exporters import Exporter, HTMLExporter, NotebookExporter
+from nbconvert.preprocessors import Preprocessor
 from nbgrader.apps.nbgraderapp import NbGraderApp
 from nbgrader.converters import Autograde, GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
@@ -25,7 +27,8 @@ def configurable_classes():
     classes = {cls.__name__: cls for cls in NbGraderApp().all_configurable_classes()}
     # The formgrader and generate_feedback add nbconvert's HTMLExporter to nbgrader's classes; the
     # course's GuardedExecute stands in autograde's preprocessors and takes options of its own.
-    return {**classes, HTMLExporter.__name__: HTMLExporter, GuardedExecute.__name__: GuardedExecute}
+    return {**classes, HTMLExporter.__name__: HTMLExporter, GuardedExecute.__name__: GuardedExecute,
+            Exporter.__name__: Exporter}
 
 
 def test_every_section_and_option_exists():
@@ -289,3 +292,29 @@ def test_a_validate_whose_kernel_dies_leaves_the_environment_as_it_was(tmp_path,
     left = {name: os.environ[name] for name in ("NBGRADER_EXECUTION", "NBGRADER_VALIDATING")
             if name in os.environ}
     assert not left, f"Validate left {left} in the server's environment"
+
+
+class _Unchanged(Preprocessor):
+    def preprocess(self, nb, resources):
+        return nb, resources
+
+
+class _Retypes(Preprocessor):
+    def preprocess(self, nb, resources):
+        nb.cells[0].cell_type = "not a cell type"
+        return nb, resources
+
+
+def test_exporters_validate_the_notebook_once_after_every_step(monkeypatch):
+    exporter = NotebookExporter(config=load_config())
+    for _ in range(3):
+        exporter.register_preprocessor(_Unchanged(enabled=True), enabled=True)
+    validations = []
+    validate = exporter._validate_preprocessor
+    monkeypatch.setattr(exporter, "_validate_preprocessor", lambda *a: validations.append(validate(*a)))
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    exporter.from_notebook_node(notebook)
+    assert len(validations) == 1
+    exporter.register_preprocessor(_Retypes(enabled=True), enabled=True)
+    with pytest.raises(nbformat.ValidationError):
+        exporter.from_notebook_node(notebook)
