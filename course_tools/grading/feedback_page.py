@@ -86,7 +86,8 @@ class FeedbackPageExporter(HTMLExporter):
         cell = context.get("cell", {})
         if cell.get("attachments"):
             return super().markdown2html(context, source)
-        path = context.get("resources", {}).get("metadata", {}).get("path", "")
+        # The notebook's folder (each student's own) matters only to images embedded from files.
+        path = context.get("resources", {}).get("metadata", {}).get("path", "") if self.embed_images else ""
         settings = json.dumps([self.embed_images, self.anchor_link_text, self.exclude_anchor_links,
                                self.lexer_options], sort_keys=True, default=str)
         return _MARKDOWN.keep((source, path, settings), lambda: super(FeedbackPageExporter, self)

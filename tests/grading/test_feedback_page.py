@@ -76,3 +76,26 @@ def test_cells_rendered_for_an_earlier_page_render_the_same_on_the_next(tmp_path
     expected, _ = HTMLExporter(config=config).from_notebook_node(second, dict(resources))
     assert "a second student" in page and "<em>own</em>" in page
     assert str(BeautifulSoup(page, features="html.parser")) == expected
+
+
+def test_each_students_folder_renders_the_shared_markdown_once(tmp_path):
+    """The notebook's folder differs per student (feedback/<student>/...); only embedded image files
+    are read from it, so the release's prose is rendered once for a class, not once a student."""
+    from course_tools.grading import feedback_page
+
+    config = GenerateFeedback(config=load_config()).config
+    notebook = notebook_with_every_kind_of_image()
+    for embed_images, renderings_per_page in ((False, 0), (True, 1)):
+        config.HTMLExporter.embed_images = embed_images
+        feedback_page._MARKDOWN.clear()
+        sizes = []
+        for student in ("ann", "ben"):
+            resources = {"metadata": {"name": "memory", "path": str(tmp_path / student)},
+                         "nbgrader": {"notebook": "memory", "score": 9.0, "max_score": 10.0,
+                                      "late_penalty": 0.0}}
+            page, _ = FeedbackPageExporter(config=config).from_notebook_node(notebook, dict(resources))
+            expected, _ = HTMLExporter(config=config).from_notebook_node(notebook, dict(resources))
+            assert str(BeautifulSoup(page, features="html.parser")) == expected
+            sizes.append(len(feedback_page._MARKDOWN))
+        markdown_cells = sum(cell.cell_type == "markdown" for cell in notebook.cells)
+        assert sizes[1] - sizes[0] == renderings_per_page * markdown_cells, embed_images
