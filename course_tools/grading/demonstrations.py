@@ -12,9 +12,10 @@ submission only when all of these hold:
   not bind (so a student's function that uses a demonstration's `model` keeps the cells that make
   and change `model`); this is decided to a fixed point, since a kept cell's names count too;
 - no cell that runs reaches names in ways a parse cannot follow (`globals()`, `eval`, magics),
-  which would hide what it reads. The test is by name (`.stack`, `.modules`), with two exceptions
+  which would hide what it reads. The test is by name (`.stack`, `.modules`), with exceptions
   that name no such way: `model.modules()`, a call (`sys.modules` is a dict, and calling it
-  fails), and an attribute of a torch module the setup cell imported, read directly from the
+  fails); `importlib.import_module("torch.utils.checkpoint")`, a torch module named by a
+  constant; and an attribute of a torch module the setup cell imported, read directly from the
   setup's name (`torch.stack`, `nn.modules`), when it is one of torch's compiled operators or
   modules in an unmodified torch and no cell that runs rebinds that name or writes attributes
   (`setattr`, `__dict__`, `torch.x = ...`), which could make it something else.
@@ -125,6 +126,13 @@ def _could_change(source: str, names: frozenset[str]) -> bool:
     return False
 
 
+def _imports_torch_by_name(call: ast.Call) -> bool:
+    """importlib.import_module("torch.utils.checkpoint"): a torch module named by a constant."""
+    name = call.args[0] if len(call.args) == 1 and not call.keywords else None
+    return (isinstance(name, ast.Constant) and isinstance(name.value, str)
+            and name.value.split(".")[0] == "torch")
+
+
 @functools.lru_cache(maxsize=4096)
 def reaches_globals_dynamically(source: str, torch_names: frozenset[tuple[str, str]] = frozenset()) -> bool:
     """Whether the cell names a way to read globals that a parse cannot follow (True when it does
@@ -134,12 +142,14 @@ def reaches_globals_dynamically(source: str, torch_names: frozenset[tuple[str, s
     if tree is None:
         return True
     modules = dict(torch_names)
-    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    calls = {id(node.func): node for node in ast.walk(tree) if isinstance(node, ast.Call)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in DYNAMIC_NAMES:
             return True
         if isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES:
-            if node.attr == "modules" and id(node) in called:
+            call = calls.get(id(node))
+            if call is not None and (node.attr == "modules" or (
+                    node.attr == "import_module" and _imports_torch_by_name(call))):
                 continue
             base = node.value.id if isinstance(node.value, ast.Name) else None
             if not (isinstance(node.ctx, ast.Load) and base in modules

@@ -148,13 +148,15 @@ def test_every_tagged_demonstration_of_every_lesson_is_skipped_for_the_worked_so
 
 
 def test_torchs_own_stack_and_a_modules_call_do_not_count_as_reaching_globals():
-    """`.stack` and `.modules` are matched by name (inspect.stack, sys.modules); torch.stack read from
-    the setup's `torch`, nn.modules, and model.modules() reach nothing, unless a running cell could
-    have made the setup's name, or its attribute, something else."""
+    """`.stack`, `.modules` and `.import_module` are matched by name (inspect.stack, sys.modules);
+    torch.stack read from the setup's `torch`, nn.modules, model.modules() and a torch module
+    imported by a constant name reach nothing, unless a running cell could have made the setup's
+    name, or its attribute, something else."""
     demo = "hidden_helper = 7"
     body = "\ndef predict(model, rows):\n    return "
     for harmless in (body + "torch.stack([rows]).sum() * len([*model.modules()])",
-                     body + "rows if nn.modules.Linear else 0"):
+                     body + "rows if nn.modules.Linear else 0",
+                     "import importlib" + body + "importlib.import_module('torch.utils.checkpoint')"):
         assert skipped_sources(notebook(demo), notebook(demo, solution=harmless)) == [demo], harmless
     uses = "\ndef predict(model, rows):\n    return torch.stack([rows])"
     for reach in ("import inspect as torch" + uses,
@@ -166,5 +168,7 @@ def test_torchs_own_stack_and_a_modules_call_do_not_count_as_reaching_globals():
                   "torch.__dict__['stack'] = print" + uses,
                   body + "torch.sys.modules",
                   body + "model.modules",
-                  body + "torch.ops.stack"):
+                  body + "torch.ops.stack",
+                  "import importlib" + body + "importlib.import_module('__main__')",
+                  "import importlib" + body + "importlib.import_module('torch' if rows else 'sys')"):
         assert skipped_sources(notebook(demo), notebook(demo, solution=reach)) == [], reach
