@@ -1,7 +1,8 @@
 """Run demo students' notebooks in this process, hidden tests included, under variant secrets:
-`python tests/grading/variant_run.py <lesson> <secret,...> [--one-secret-each] <student> [...]`
-prints {secret: {student: {test grade id: null (passed) or the failure}}} as JSON
-(tests/grading/test_variants.py).
+`python tests/grading/variant_run.py <lesson> <secret,...> <student> [...] [--one-secret-each
+<student> [...]]` prints {secret: {student: {test grade id: null (passed) or the failure}}} as
+JSON (tests/grading/test_variants.py): the students before the flag under every secret, those
+after it under one each, the secrets taken in turn.
 
 Each student runs the source notebook with their cells in a fresh namespace: the setup cell, every
 cell the grader would run (the release's `skip-when-grading` demonstrations left out) and the test
@@ -65,16 +66,16 @@ def run_student(source, submission, secret: str) -> dict[str, str | None]:
     return results
 
 
-def main(lesson: str, secrets: str, students: list[str], one_secret_each: bool = False) -> None:
-    """Each student under every secret, or with `one_secret_each` under one, the secrets taken in
-    turn (the class as a whole still meets every secret)."""
+def main(lesson: str, secrets: str, every_secret: list[str], one_secret_each: list[str]) -> None:
+    """The students of `every_secret` under every secret, those of `one_secret_each` under one, the
+    secrets taken in turn (the class as a whole still meets every secret)."""
     [path] = (REPO_ROOT / "source" / lesson).glob("*.ipynb")
     source = nbformat.read(path, as_version=4)
     demo_root = Path(os.environ.get("VARIANT_DEMO_ROOT") or DEMO_ROOT)   # a test's own demo students
     submissions = {s.student: s for s in load_demo_class(lesson, demo_root)}
     names = secrets.split(",")
-    runs = {secret: [name for number, name in enumerate(students)
-                     if not one_secret_each or number % len(names) == position]
+    runs = {secret: every_secret + [name for number, name in enumerate(one_secret_each)
+                                    if number % len(names) == position]
             for position, secret in enumerate(names)}
     print(json.dumps({secret: {name: run_student(source, submissions[name], secret) for name in chosen}
                       for secret, chosen in runs.items()}))
@@ -82,5 +83,5 @@ def main(lesson: str, secrets: str, students: list[str], one_secret_each: bool =
 
 if __name__ == "__main__":
     arguments = sys.argv[3:]
-    one_each = "--one-secret-each" in arguments
-    main(sys.argv[1], sys.argv[2], [a for a in arguments if a != "--one-secret-each"], one_each)
+    flag = arguments.index("--one-secret-each") if "--one-secret-each" in arguments else len(arguments)
+    main(sys.argv[1], sys.argv[2], arguments[:flag], arguments[flag + 1:])
