@@ -235,6 +235,11 @@ def serve(fonts: str | None, keep: list[str]) -> None:
     FORK_STATE["warning filters"] = usual_filters
     # The keepers are reaped as they end; each keeper waits for its own kernel.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    # What the imports made lives as long as any kernel: out of the collector's sight, a kernel's
+    # collections never walk it, and never write to (so copy) the pages it shares with the template.
+    import gc
+
+    gc.freeze()
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # nothing a preloaded module prints may reach the replies
     replies.write(json.dumps({"ready": True, "not_preloaded": failed}) + "\n")

@@ -789,8 +789,9 @@ def test_the_exercises_references_are_not_in_the_sandbox(tmp_path):
 needs_template = pytest.mark.skipif(os.geteuid() != 0, reason="only a root grader uses the template")
 
 TEMPLATE_PROBE = """
-import ctypes, json, os, resource, socket, sys, warnings
+import ctypes, gc, json, os, resource, socket, sys, warnings
 preloaded = "torch" in sys.modules
+frozen = gc.get_freeze_count()
 import matplotlib.pyplot, torch._dynamo  # what the template imports, for the warning filters it adds
 status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines())
 libc = ctypes.CDLL(None, use_errno=True)
@@ -807,6 +808,7 @@ except OSError as error:
     network = type(error).__name__
 print(json.dumps({
     "preloaded": preloaded,
+    "frozen": frozen,
     "uid": os.getuid(),
     "capabilities": [status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")],
     "no new privileges": status["NoNewPrivs"].strip(),
@@ -850,6 +852,8 @@ def kernels_from_the_template(tmp_path_factory):
 def test_a_kernel_forked_from_the_template_is_confined_as_one_started_afresh(kernels_from_the_template):
     forked, afresh = kernels_from_the_template["first"], kernels_from_the_template["afresh"]
     assert forked["preloaded"] and not afresh["preloaded"]
+    # what the template imported is out of the kernel's collections (gc.freeze): they never walk it
+    assert forked["frozen"] > 100_000 and afresh["frozen"] == 0, (forked["frozen"], afresh["frozen"])
     for probe in (forked, afresh):
         assert probe["uid"] == KERNEL_UID and probe["capabilities"] == ["0000000000000000"] * 5, probe
         assert probe["no new privileges"] == "1" and probe["limits"][0] == 0, probe
