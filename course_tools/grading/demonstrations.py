@@ -51,13 +51,40 @@ DYNAMIC_ATTRIBUTES = frozenset({"modules", "_getframe", "currentframe", "stack",
 ATTRIBUTE_WRITERS = frozenset({"setattr", "delattr", "__dict__", "__setattr__", "__delattr__"})
 
 
-def _parse(source: str) -> ast.Module | None:
+# A class's submissions share most cells with the release: each is transformed once per process.
+@functools.lru_cache(maxsize=4096)
+def _python(source: str) -> str | None:
+    """The cell as the kernel runs it (IPython's magics and escapes turned into calls); None when
+    IPython cannot transform it."""
     try:
         from IPython.core.inputtransformer2 import TransformerManager
 
-        return ast.parse(TransformerManager().transform_cell(source))
+        return TransformerManager().transform_cell(source)
     except (SyntaxError, ValueError, ImportError):
         return None
+
+
+def _parse(source: str) -> ast.Module | None:
+    python = _python(source)
+    try:
+        return None if python is None else ast.parse(python)
+    except SyntaxError:
+        return None
+
+
+def _scopes(source: str) -> list[symtable.SymbolTable] | None:
+    """The symbol tables of every scope of the cell, the module's first; None when it does not
+    compile (`return` outside a function parses, and fails here)."""
+    python = _python(source)
+    try:
+        pending = [] if python is None else [symtable.symtable(python, "cell", "exec")]
+    except SyntaxError:
+        return None
+    scopes = []
+    while pending:
+        scopes.append(pending.pop())
+        pending.extend(scopes[-1].get_children())
+    return scopes or None
 
 
 def _owned_by_torch(value) -> bool:
@@ -69,10 +96,9 @@ def _torch_module(name: str) -> types.ModuleType | None:
     if name.split(".")[0] != "torch":
         return None  # and nothing else is imported here
     try:
-        module = importlib.import_module(name)
+        return importlib.import_module(name)
     except ImportError:
         return None
-    return module if _owned_by_torch(module) else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -115,15 +141,11 @@ def _could_change(source: str, names: frozenset[str]) -> bool:
                 not isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)
                 and node.value.id in names)):
             return True
-    pending = [symtable.symtable(ast.unparse(tree), "cell", "exec")]
-    while pending:
-        scope = pending.pop()
-        pending.extend(scope.get_children())
-        for symbol in scope.get_symbols():
-            if symbol.get_name() in names and (symbol.is_assigned() or symbol.is_imported()
-                                                or symbol.is_parameter() or symbol.is_namespace()):
-                return True
-    return False
+    scopes = _scopes(source)
+    return scopes is None or any(
+        symbol.get_name() in names and (symbol.is_assigned() or symbol.is_imported()
+                                        or symbol.is_parameter() or symbol.is_namespace())
+        for scope in scopes for symbol in scope.get_symbols())
 
 
 def _imports_torch_by_name(call: ast.Call) -> bool:
@@ -178,17 +200,11 @@ class CellNames(NamedTuple):
 def global_names(source: str) -> CellNames | None:
     """The globals a cell touches, scope by scope: a function's parameters and locals are not
     globals, the globals its body reads when called are. None: the cell does not parse."""
-    try:
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        table = symtable.symtable(TransformerManager().transform_cell(source), "cell", "exec")
-    except (SyntaxError, ValueError, ImportError):
+    scopes = _scopes(source)
+    if scopes is None:
         return None
     mentioned, bound, definitions, inner = set(), set(), set(), set()
-    pending = [table]
-    while pending:
-        scope = pending.pop()
-        pending.extend(scope.get_children())
+    for scope in scopes:
         for symbol in scope.get_symbols():
             name = symbol.get_name()
             if scope.get_type() == "module":
@@ -200,7 +216,7 @@ def global_names(source: str) -> CellNames | None:
                 inner.add(name)
                 if symbol.is_declared_global() and symbol.is_assigned():
                     bound.add(name)
-    definitions.update(symbol.get_name() for symbol in table.get_symbols()
+    definitions.update(symbol.get_name() for symbol in scopes[0].get_symbols()
                        if symbol.is_namespace() or symbol.is_imported())
     return CellNames(frozenset(mentioned), frozenset(bound), frozenset(definitions), frozenset(inner))
 

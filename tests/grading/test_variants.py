@@ -7,6 +7,7 @@ anything the grader writes. The notebooks run in a subprocess with both halves o
 one process (tests/grading/variant_run.py), as they do in a student's own Jupyter.
 """
 
+import functools
 import json
 import subprocess
 import sys
@@ -34,18 +35,15 @@ def run(lesson: str, secrets, students, one_secret_each=()) -> dict:
     return json.loads(finished.stdout.strip().splitlines()[-1])
 
 
-_LESSON_RUNS = {}
-
-
-def lesson_run(lesson: str) -> dict:
+@functools.cache
+def lesson_run(lesson: str) -> tuple[dict, list[str], list[str]]:
     """The two tests below share one process per lesson (torch and the helpers imported once): the
-    correct work under every secret, each realistic mistake under one."""
-    if lesson not in _LESSON_RUNS:
-        demo = load_demo_class(lesson)
-        correct = [s.student for s in demo if kind_of(s) in ("reference", "alternative") and not s.loses]
-        mistakes = [s.student for s in demo if kind_of(s) == "mistake"]
-        _LESSON_RUNS[lesson] = (run(lesson, SECRETS, correct, one_secret_each=mistakes), correct, mistakes)
-    return _LESSON_RUNS[lesson]
+    correct work under every secret, each realistic mistake under one. The results, the correct
+    students, the mistaken ones."""
+    demo = load_demo_class(lesson)
+    correct = [s.student for s in demo if kind_of(s) in ("reference", "alternative") and not s.loses]
+    mistakes = [s.student for s in demo if kind_of(s) == "mistake"]
+    return run(lesson, SECRETS, correct, one_secret_each=mistakes), correct, mistakes
 
 
 def failures(by_student: dict) -> dict:
