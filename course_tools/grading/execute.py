@@ -305,6 +305,8 @@ class GuardedExecute(Execute):
         put back first, and the guard remembers the globals it bound."""
         reply = self.guard_channel.ask(index, "reset", 60)
         self._execute(cell, index)
+        if not self._student_code_ran:
+            self._memory_baseline = self._memory_usage()
         if reply is None or reply.get("status") != "ok":
             cell.outputs.append(integrity_error("the guard did not answer before this cell"))
             return
@@ -326,6 +328,7 @@ class GuardedExecute(Execute):
             elif self.tests_in_grader and is_read_only(cell):
                 self._run_read_only(cell, index)
             else:
+                self._student_code_ran = True
                 self._execute(cell, index)
             self._fail_on_rejected_messages(cell, index, rejected_before)
             errors = [o.ename for o in cell.outputs if o.output_type == "error"]
@@ -347,6 +350,14 @@ class GuardedExecute(Execute):
                 handle.write(json.dumps(record) + "\n")
 
     # -- the time budget ----------------------------------------------------------------------
+
+    def _memory_usage(self) -> int | None:
+        """What the kernel's memory cgroup holds now, read by the grader; None without one."""
+        cgroup = getattr(self.km, "memory_cgroup", None)
+        try:
+            return None if cgroup is None else cgroup.usage()
+        except OSError:
+            return None
 
     def _budget_left(self) -> float:
         return self._deadline - monotonic()
@@ -436,6 +447,7 @@ class GuardedExecute(Execute):
                     self.nb.metadata["language_info"] = info["content"]["language_info"]
                     if self.tests_in_grader:
                         self.guard_channel.install()
+                    self._student_code_ran, self._memory_baseline = False, self._memory_usage()
                     self._cell_times.append({"cell": -1, "grade_id": KERNEL_START,
                                              "seconds": round(monotonic() - starting, 3), "outcome": "ok"})
                     replay = [i for i in code_cells if i < start and i not in self._failed_cells]
@@ -501,6 +513,10 @@ class ExecutorSession:
     @property
     def kernel_manager(self):
         return self._executor.km
+
+    @property
+    def memory_baseline(self) -> int | None:
+        return getattr(self._executor, "_memory_baseline", None)
 
     def time_left(self) -> int:
         return self._executor.cell_timeout()

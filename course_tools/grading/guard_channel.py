@@ -24,6 +24,7 @@ from nbclient.util import ensure_async, run_sync
 from nbformat.notebooknode import NotebookNode
 
 from course_tools.grading import kernel_guard
+from course_tools.grading.memory_cgroups import PeakReading
 from course_tools.grading.notebook_session import NotebookSession
 
 REPLY_GRACE_SECONDS = 2
@@ -99,13 +100,21 @@ class GuardChannel:
             raise RuntimeError(f"the grading guard failed to start: {errors[0].ename}: {errors[0].evalue}")
 
     def ask(self, index: int, op: str, timeout: float, outputs_into=None, buffers=None,
-            **args) -> dict | None:
+            memory: PeakReading | None = None, **args) -> dict | None:
         """Send the guard one request over its own kernel message (never through IPython's input
         pipeline) and return its reply, or None when the kernel went idle without one. Tensors
         travel as the message's `buffers`, both ways (the reply's under "buffers"). What the kernel
         prints meanwhile goes to `outputs_into`; a kernel that dies or ignores the interrupt after
-        `timeout` raises KernelLost for cell `index`."""
-        return run_sync(self._ask)(index, op, timeout, outputs_into, args, buffers)
+        `timeout` raises KernelLost for cell `index`. `memory`, where given, is filled with the
+        kernel's memory cgroup's usage before the request and its peak until the reply (left empty
+        where the kernel has no cgroup of its own): read here, outside the kernel."""
+        cgroup = getattr(getattr(self.session, "kernel_manager", None), "memory_cgroup", None)
+        if memory is None or cgroup is None:
+            return run_sync(self._ask)(index, op, timeout, outputs_into, args, buffers)
+        with cgroup.peak_over() as reading:
+            reply = run_sync(self._ask)(index, op, timeout, outputs_into, args, buffers)
+        memory.before, memory.peak = reading.before, reading.peak
+        return reply
 
     async def _ask(self, index, op, timeout, outputs_into, args, buffers=None) -> dict | None:
         session, client, manager = self.session, self.session.kernel_client, self.session.kernel_manager

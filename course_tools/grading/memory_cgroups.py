@@ -8,6 +8,7 @@ inside. See course_tools/grading/sandbox.py for how the pieces fit.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import itertools
@@ -16,6 +17,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,6 +135,15 @@ def _process_start(pid: int) -> str | None:
 _cgroup_numbers = itertools.count()
 
 
+@dataclass
+class PeakReading:
+    """What the grader read from a kernel's memory cgroup over one stretch of time: the bytes charged
+    just before it (`before`) and the most charged at once during it (`peak`), or None until read."""
+
+    before: int | None = None
+    peak: int | None = None
+
+
 @dataclass(frozen=True)
 class KernelMemoryCgroup:
     """The memory cgroup of one sandboxed kernel: a child of the grader's own, whose limit bounds the
@@ -170,6 +181,41 @@ class KernelMemoryCgroup:
         events = self.read("memory.oom_control" if self.version == 1 else "memory.events")
         counts = dict(line.split() for line in events.splitlines() if len(line.split()) == 2)
         return int(counts.get("oom_kill", 0))
+
+    def usage(self) -> int:
+        """The bytes charged to it now: every process's memory, its shared memory and tmpfs pages."""
+        return int(self.read("memory.usage_in_bytes" if self.version == 1 else "memory.current"))
+
+    @contextlib.contextmanager
+    def peak_over(self) -> Iterator[PeakReading]:
+        """The most bytes charged to it at once inside the block, read by the grader: the peak is
+        reset on entering (cgroup v1's memory.max_usage_in_bytes, v2's memory.peak through an open
+        file, Linux 6.12 or later) and read on leaving. The kernel can neither read nor write these
+        files (it runs as another uid, without capabilities, in a mount where they do not exist)."""
+        reading = PeakReading()
+        if self.version == 1:
+            _write_control(self.path / "memory.max_usage_in_bytes", 0)
+            reading.before = self.usage()
+            yield reading
+            reading.peak = max(int(self.read("memory.max_usage_in_bytes")), reading.before)
+            return
+        # v2 resets memory.peak per open file: what this descriptor reads is the peak since its reset.
+        try:
+            descriptor = os.open(self.path / "memory.peak", os.O_RDWR)
+        except OSError:     # before Linux 6.12 memory.peak cannot be reset: no reading
+            yield reading
+            return
+        try:
+            try:
+                os.write(descriptor, b"reset")
+            except OSError:
+                yield reading
+                return
+            reading.before = self.usage()
+            yield reading
+            reading.peak = max(int(os.pread(descriptor, 64, 0)), reading.before)
+        finally:
+            os.close(descriptor)
 
     def remove(self, timeout: float = 10.0) -> bool:
         """Kill whatever still runs in it, then remove it; False when it is still there after `timeout`."""

@@ -23,6 +23,10 @@ class NotebookSession(Protocol):
     max_output_chars: int          # what one cell's outputs may hold
     interrupt_grace_seconds: int   # how long an interrupted kernel may take to answer again
 
+    # What the kernel's memory cgroup held right after the setup cell, before any of the student's
+    # code ran in this kernel (None: no cgroup of its own, or not read yet).
+    memory_baseline: int | None
+
     def time_left(self) -> int:
         """Seconds a cell may still run: the cell timeout, never past the notebook's budget."""
 

@@ -23,6 +23,7 @@ from IPython.core.inputtransformer2 import TransformerManager
 from course_tools.cells import DIAGNOSIS_KEY, is_read_only, is_test
 from course_tools.grading.guard_channel import GuardChannel, KernelLost, bound_names, loaded_names
 from course_tools.grading.kernel_messages import MAX_NOTEBOOK_REPLY_BYTES, MAX_REPLY_BYTES
+from course_tools.grading.memory_cgroups import PeakReading
 from course_tools.grading.notebook_session import NotebookSession
 from course_tools.grading.outcomes import TIMED_OUT, error_output, integrity_error, note_output, restored_note
 from helpers.diagnosis import mistake_name
@@ -148,19 +149,35 @@ class GraderSideTests:
         for name in names:
             kind = reply["kinds"].get(name)
             if kind == "function":
-                found[name] = remote.StudentFunction(name, self._channel(index, cell))
+                found[name] = remote.StudentFunction(name, self._channel(index, cell),
+                                                     measures_memory=self._measures_memory())
             elif kind == "value" and isinstance(values, dict) and name in values:
                 found[name] = values[name]
             elif kind == "unreadable":
                 found[name] = _Unreadable(name)
         return found
 
+    def _measures_memory(self) -> bool:
+        """Whether the kernel has a memory cgroup of its own and its baseline was read."""
+        return (getattr(getattr(self.session, "kernel_manager", None), "memory_cgroup", None) is not None
+                and getattr(self.session, "memory_baseline", None) is not None)
+
+    def _memory_peak(self, reading: PeakReading):
+        from helpers.transport.remote import MemoryPeak
+
+        baseline = getattr(self.session, "memory_baseline", None)
+        if reading.peak is None or reading.before is None or baseline is None:
+            return MemoryPeak(why_not="the grader could not read the kernel's memory cgroup over this call")
+        return MemoryPeak(peak=reading.peak, before=reading.before, baseline=baseline, why_not="")
+
     def _channel(self, index: int, cell):
-        def call(collector: str, function: str, inputs, buffers):
+        def call(collector: str, function: str, inputs, buffers, measure_memory: bool = False):
             # What the check printed so far comes before the student's output.
             self._flush_printed(cell, index)
+            reading = PeakReading() if measure_memory else None
             reply = self.channel.ask(index, "call", self.session.time_left(), outputs_into=cell,
-                                     buffers=buffers, collector=collector, function=function, inputs=inputs)
+                                     buffers=buffers, memory=reading, collector=collector, function=function,
+                                     inputs=inputs)
             if reply is None or reply.get("status") == "forged":
                 raise CallLost("its request went unanswered" if reply is None
                                else "its answer was not the guard's")
@@ -175,6 +192,8 @@ class GraderSideTests:
                                f"{reply.get('evalue')}")
             self._note_undone(cell, index, reply)
             buffers = self._bounded_buffers(reply, f"what {function} returned")
+            if reading is not None:
+                return reply.get("result"), buffers, self._memory_peak(reading)
             return reply.get("result"), buffers
 
         return call

@@ -18,7 +18,8 @@ read from the name and the points it loses (kind_of).
     # file: pipe -> fifo                         link to a path of the course, a named pipe, or a text
     # file: memory.ipynb -> text {"cells": [    file; a notebook's own name replaces the notebook)
     # note: a phrase the grader's note at the top of its feedback must show
-    # needs: sandbox                            (grades as declared only in a sandboxed grader)
+    # needs: sandbox                            (grades as declared only in a sandboxed grader; "memory
+    #                                            cgroup": only where each kernel gets one of its own)
     # validate-misses: ex3_1_test  why          (a test cell lost at grading that Validate cannot
     #                                            report, and why: docs/demo-class.md lists the reasons)
     # %% ex1_1_solution
@@ -70,6 +71,7 @@ class DemoSubmission:
     files: tuple[tuple[str, str, str], ...] = ()
     note: str = ""
     needs_sandbox: bool = False
+    needs_memory_cgroup: bool = False
     declared_kind: str = ""   # from its folder (KIND_FOLDERS), when it stands in one
     # grade id of a test cell lost at grading -> why Validate cannot report it
     validate_misses: dict[str, str] = field(default_factory=dict)
@@ -90,6 +92,19 @@ KINDS = {
 # untouched.py stand at its top).
 KIND_FOLDERS = {"alternatives": "alternative", "mistakes": "mistake", "broken": "broken",
                 "attacks": "hostile"}
+
+
+def unmet_need(submission: DemoSubmission) -> str | None:
+    """Why this grader cannot grade `submission` as its file declares (its `needs:`), or None."""
+    from course_tools.grading.memory_cgroups import memory_cgroups
+    from course_tools.grading.sandbox import sandbox_status
+
+    if submission.needs_sandbox and not sandbox_status().available:
+        return f"it grades as declared only in a sandbox: {sandbox_status().message}"
+    if submission.needs_memory_cgroup and not memory_cgroups().available:
+        return ("it grades as declared only where the grader reads each kernel's memory from its own "
+                f"cgroup: {memory_cgroups().description}")
+    return None
 
 
 def kind_of(submission: DemoSubmission) -> str:
@@ -151,7 +166,8 @@ def parse_submission(path: Path) -> DemoSubmission:
         pasted=_pair(path, header, "paste", "after"),
         files=tuple(files),
         note=header.get("note", ""),
-        needs_sandbox=header.get("needs", "") == "sandbox",
+        needs_sandbox=header.get("needs", "") in ("sandbox", "memory cgroup"),
+        needs_memory_cgroup=header.get("needs", "") == "memory cgroup",
         declared_kind=KIND_FOLDERS.get(Path(path).parent.name, ""),
         validate_misses=misses,
         cells={name: "\n".join(lines).strip("\n") for name, lines in cells.items()},

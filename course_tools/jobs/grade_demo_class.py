@@ -27,6 +27,7 @@ from course_tools.jobs.demo_class import (
     KINDS,
     DemoSubmission,
     kind_of,
+    unmet_need,
     write_submissions,
 )
 from course_tools.jobs.grade_class import DEFAULT_WORKERS, grade_class, slowest_cells, write_cell_times
@@ -98,8 +99,8 @@ def score_table(assignment: str, graded: list[GradedSubmission], sandboxed: bool
     for g in graded:
         row = "  ".join(f"{g.scores.get(c, 0):>4g}" for c in cells)
         verdict = "ok" if g.as_expected else f"UNEXPECTED (lost {', '.join(g.lost) or 'nothing'})"
-        if not g.as_expected and g.submission.needs_sandbox and not sandboxed:
-            verdict = "as expected without a sandbox: it cheated successfully"
+        if not g.as_expected and ((g.submission.needs_sandbox and not sandboxed) or unmet_need(g.submission)):
+            verdict = "as expected without a sandbox or memory cgroup: it cheated successfully"
         totals = f"{g.total:>5g}  {g.expected_total:>8g}"
         lines.append(f"{g.submission.student:<{width}}  {row}   {totals}  {verdict}")
     maximum = sum(graded[0].max_scores.values())
@@ -179,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     all_ok = True
     for assignment, graded in graded_by_assignment.items():
         print(score_table(assignment, graded, sandbox.available))
-        all_ok &= all(g.as_expected for g in graded if sandbox.available or not g.submission.needs_sandbox)
+        all_ok &= all(g.as_expected for g in graded if not (
+            (g.submission.needs_sandbox and not sandbox.available) or unmet_need(g.submission)))
     print(corpus_summary(graded_by_assignment))
     export_grades(root, root / "grades.csv")
     for assignment in graded_by_assignment:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from helpers.transport import wire
 from helpers.transport.errors import (
@@ -54,12 +55,51 @@ def _registered(name: str) -> Callable:
     return _COLLECTORS[name]
 
 
-class StudentFunction:
-    """At grading, in the grader's process: the student's function, called in the kernel by name."""
+NOT_MEASURED_HERE = ("measured only at grading, from outside the kernel (its memory cgroup); "
+                     "here the lesson's in-kernel evidence judges")
 
-    def __init__(self, name: str, channel: Callable):
+
+@dataclass(frozen=True)
+class MemoryPeak:
+    """What the grader read from outside the kernel over one call of the student's function: the
+    most bytes the kernel's memory cgroup held at once during the call (`peak`), what it held just
+    before it (`before`), and what it held right after the notebook's setup cell, before any of the
+    student's code ran (`baseline`). All None, with `why_not`, where no measure was taken: in the
+    student's own notebook, or on a grader without a memory cgroup of each kernel's own."""
+
+    peak: int | None = None
+    before: int | None = None
+    baseline: int | None = None
+    why_not: str = NOT_MEASURED_HERE
+
+    @property
+    def measured(self) -> bool:
+        return all(type(value) is int for value in (self.peak, self.before, self.baseline))
+
+    def held(self, allowance: int) -> int:
+        """The bytes the call held at its peak, above what the kernel held before it; memory the
+        notebook took (or took and freed, the allocator keeping it) since the setup cell counts as
+        the call's beyond `allowance`, so a kernel cannot hide a peak by raising its usage first."""
+        if not self.measured:
+            raise ValueError(f"no memory peak was measured: {self.why_not}")
+        return self.peak - min(self.before, self.baseline + allowance)
+
+
+class StudentFunction:
+    """At grading, in the grader's process: the student's function, called in the kernel by name.
+    `measures_memory`: the grader can read the peak of a call from the kernel's memory cgroup."""
+
+    def __init__(self, name: str, channel: Callable, measures_memory: bool = False):
         self.__name__ = self.name = name
         self.channel = channel
+        self.measures_memory = measures_memory
+        self._done: set[str] = set()
+
+    def first_time(self, what: str) -> bool:
+        """True the first time a check asks about `what` for this function (one test cell's)."""
+        first = what not in self._done
+        self._done.add(what)
+        return first
 
     def __call__(self, *args, **kwargs):
         """A plain call from a test (`assert add(1, 2) == 3`): the arguments travel to the kernel, the
@@ -134,13 +174,35 @@ def serve(name: str, function: Callable, tree, buffers) -> tuple[object, list[by
     return wire.encode(_registered(name)(function, *args, **kwargs))
 
 
+def measures_memory(function) -> bool:
+    """Whether a call of `function` through run_student_measured gets a peak read from outside."""
+    return isinstance(function, StudentFunction) and function.measures_memory
+
+
+def run_student_measured(function, collect: Callable, *args, **kwargs) -> tuple[object, MemoryPeak]:
+    """run_student, and the memory peak of the call as the grader read it from the kernel's memory
+    cgroup (MemoryPeak; unmeasured in the student's own notebook, or on a grader without one)."""
+    if not measures_memory(function):
+        return run_student(function, collect, *args, **kwargs), MemoryPeak()
+    peak: list[MemoryPeak] = []
+    return _run(function, collect, args, kwargs, peak), peak[0]
+
+
 def run_student(function, collect: Callable, *args, **kwargs):
     """collect(function, *args, **kwargs) where `function` lives; its plain-data result, read here."""
+    return _run(function, collect, args, kwargs, None)
+
+
+def _run(function, collect: Callable, args: tuple, kwargs: dict, peak: list | None):
     name = f"{collect.__module__}.{collect.__qualname__}"
     if not isinstance(function, StudentFunction) and not callable(function):
         raise not_a_function(function)
     tree, buffers = wire.encode([list(args), kwargs], objects=True)
-    if isinstance(function, StudentFunction):
+    if isinstance(function, StudentFunction) and peak is not None:
+        result_tree, result_buffers, measured = function.channel(name, function.name, tree, buffers,
+                                                                 measure_memory=True)
+        peak.append(measured)
+    elif isinstance(function, StudentFunction):
         result_tree, result_buffers = function.channel(name, function.name, tree, buffers)
     else:
         try:

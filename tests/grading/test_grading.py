@@ -19,7 +19,7 @@ from support import grade_demo_class
 from course_tools.cells import hidden_test_lines, is_test, notebook_cells
 from course_tools.grading.sandbox import sandbox_status
 from course_tools.jobs.class_report import FAILED, NOT_ATTEMPTED, PASSED, UNDIAGNOSED, write_report
-from course_tools.jobs.demo_class import DEMO_ROOT, kind_of, load_demo_class
+from course_tools.jobs.demo_class import DEMO_ROOT, kind_of, load_demo_class, unmet_need
 from course_tools.jobs.grade_demo_class import export_grades
 from course_tools.lessons import REPO_ROOT, assignment_ids
 
@@ -73,8 +73,8 @@ class GradedDemoClass:
 
     def test_loses_exactly_its_mistakes(self, graded, student):
         result = graded[student]
-        if result.submission.needs_sandbox and not sandbox_status().available:
-            pytest.skip(f"{student} grades as declared only in a sandbox: {sandbox_status().message}")
+        if unmet_need(result.submission):
+            pytest.skip(f"{student}: {unmet_need(result.submission)}")
         assert all(score is not None for score in result.scores.values()), f"{student}: ungraded cells"
         assert set(result.lost) == set(result.submission.loses), (
             f"{student} ({result.submission.about}) lost {sorted(result.lost)}, "
@@ -84,8 +84,8 @@ class GradedDemoClass:
         assert result.total == result.expected_total
 
     def test_feedback_names_the_mistake_and_hides_hidden_tests(self, graded, student, released_course):
-        if graded[student].submission.needs_sandbox and not sandbox_status().available:
-            pytest.skip(f"{student} grades as declared only in a sandbox: {sandbox_status().message}")
+        if unmet_need(graded[student].submission):
+            pytest.skip(f"{student}: {unmet_need(graded[student].submission)}")
         text = feedback_text(released_course, self.assignment, student)
         assert "BEGIN HIDDEN TESTS" not in text
         shown = {line.strip() for line in text.splitlines()}

@@ -277,6 +277,35 @@ def test_a_grader_that_is_not_root_falls_back_to_per_process_limits():
 
 
 @needs_memory_cgroups
+def test_the_peak_of_a_stretch_is_read_from_outside_and_reset_for_it():
+    """What the grader judges a loop's memory by: the most its cgroup held during a stretch, reset
+    at its start (an earlier, larger peak does not count) and read by the grader."""
+    cgroup = KernelMemoryCgroup.create(memory_cgroups(), 1024 * MB)
+    program = ("import sys\n"
+               "for size in (300, 100):\n"
+               "    sys.stdin.readline()\n"
+               "    block = bytearray(b'1') * (size * 2**20)\n"
+               "    del block\n"
+               "    print('done', flush=True)\n")
+    command = ["/bin/sh", "-c", ENTER_CGROUP, str(cgroup.path), sys.executable, "-c", program]
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        process.stdin.write("\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == "done\n"
+        with cgroup.peak_over() as reading:
+            process.stdin.write("\n")
+            process.stdin.flush()
+            assert process.stdout.readline() == "done\n"
+        assert 90 * MB <= reading.peak - reading.before < 200 * MB, (reading.before, reading.peak)
+        assert cgroup.usage() < reading.before + 50 * MB, "the block was freed"
+    finally:
+        process.kill()
+        process.wait()
+        cgroup.remove()
+
+
+@needs_memory_cgroups
 def test_cgroups_of_a_grader_that_crashed_are_removed_with_what_runs_in_them():
     cgroups = memory_cgroups()
     dead = subprocess.Popen(["true"])

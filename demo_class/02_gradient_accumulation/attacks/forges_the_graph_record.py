@@ -1,6 +1,8 @@
-# about: An attack that wins (docs/grading-trust.md, "what remains"): whole cycles held at once under save_on_cpu(), then, before returning, the loop finds the record of graphs alive with gc.get_objects() and writes one graph and one micro-batch's rows into it. The updates are right; the evidence from the kernel says what the loop did not do.
+# about: Whole cycles held at once under save_on_cpu(), then, before returning, the loop finds the record of graphs alive with gc.get_objects() and writes one graph and one micro-batch's rows into it. The updates are right and the evidence from the kernel says what the loop did not do; it won while that evidence judged, and loses now that the grader reads the kernel's memory from outside.
 # base: solution
-# loses:
+# loses: ex1_1_test
+# says: measured by the grader from outside your kernel
+# needs: memory cgroup
 # %% ex1_1_solution
 import gc
 

@@ -1,7 +1,7 @@
 # about: Builds each cycle's whole graph inside torch.autograd.graph.save_on_cpu() and runs one backward per cycle: the right updates, and a saved-tensor meter that sees nothing, but the cycle's activations are all held at once.
 # base: solution
 # loses: ex1_1_test
-# says: the autograd graphs of 4 forward passes at once
+# says: forward passes at once
 # %% ex1_1_solution
 def train_accumulated(model, optimizer, loss_fn, micro_batches, accum_steps):
     cycle_losses = []

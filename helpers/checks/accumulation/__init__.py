@@ -27,13 +27,14 @@ token gradients with `helpers.grads.token_references`, which stays importable.
 """
 
 from helpers.checks.accumulation.amp import AmpAccumulationChecks
-from helpers.checks.accumulation.loop import check_training
+from helpers.checks.accumulation.loop import check_cycle_memory, check_training
 from helpers.checks.accumulation.reference import reference_run
 from helpers.checks.accumulation.tokens import check_token_accumulation, token_references
 from helpers.checks.accumulation.updates import check_updates
 
 __all__ = [
     "AmpAccumulationChecks",
+    "check_cycle_memory",
     "check_token_accumulation",
     "check_training",
     "check_updates",
