@@ -1,5 +1,5 @@
 """The memory of a loop judged from outside the kernel (helpers.transport.remote.MemoryPeak and
-helpers.checks.accumulation.loop.check_cycle_memory), with the grader's side played by a channel
+helpers.checks.accumulation.measured), with the grader's side played by a channel
 that runs the collector here and reports the peak a test chooses."""
 
 import pytest
@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.checks.accumulation import loop
+from helpers.checks.accumulation import measured as judged
 from helpers.checks.accumulation.reference import reference_run
 from helpers.data import make_blobs, split_micro_batches
 from helpers.diagnosis import mistake_name
@@ -37,8 +38,8 @@ def test_an_unmeasured_peak_cannot_be_judged():
 @pytest.fixture
 def small_workload(monkeypatch):
     """The measured workload at a size a unit test runs in milliseconds (40 KiB of activations)."""
-    monkeypatch.setattr(loop, "MEMORY_ROWS", 10)
-    monkeypatch.setattr(loop, "MEMORY_HIDDEN", 1024)
+    monkeypatch.setattr(judged, "MEMORY_ROWS", 10)
+    monkeypatch.setattr(judged, "MEMORY_HIDDEN", 1024)
     return 10 * 1024 * 4
 
 
@@ -92,12 +93,12 @@ def does_nothing(model, optimizer, loss_fn, micro_batches, accum_steps):
 
 
 def test_a_peak_of_one_micro_batch_passes(small_workload):
-    loop.check_cycle_memory(measured(accumulated, 3 * small_workload), "train_accumulated")
+    judged.check_cycle_memory(measured(accumulated, 3 * small_workload), "train_accumulated")
 
 
 def test_a_peak_of_a_whole_cycle_fails_and_says_what_the_kernel_saw(small_workload):
     with pytest.raises(AssertionError) as failed:
-        loop.check_cycle_memory(measured(whole_cycles_on_cpu, 10 * small_workload), "train_accumulated")
+        judged.check_cycle_memory(measured(whole_cycles_on_cpu, 10 * small_workload), "train_accumulated")
     assert mistake_name(failed.value) == "cycle_held_in_memory"
     message = str(failed.value)
     assert "measured by the grader from outside your kernel" in message
@@ -107,14 +108,14 @@ def test_a_peak_of_a_whole_cycle_fails_and_says_what_the_kernel_saw(small_worklo
 
 def test_memory_the_notebook_held_before_the_call_is_named_when_it_counts(small_workload):
     with pytest.raises(AssertionError, match="it held 0 MiB") as failed:
-        loop.check_cycle_memory(measured(accumulated, 3 * small_workload, before_bytes=5 * small_workload),
-                                "train_accumulated")
+        judged.check_cycle_memory(measured(accumulated, 3 * small_workload, before_bytes=5 * small_workload),
+                                  "train_accumulated")
     assert mistake_name(failed.value) == "cycle_held_in_memory"
 
 
 def test_a_loop_that_does_nothing_on_the_measured_workload_fails_there(small_workload):
     with pytest.raises(AssertionError, match="backward ran 0 times"):
-        loop.check_cycle_memory(measured(does_nothing, 0), "train_accumulated")
+        judged.check_cycle_memory(measured(does_nothing, 0), "train_accumulated")
 
 
 def test_no_peak_from_a_grader_that_promised_one_fails():
@@ -123,12 +124,12 @@ def test_no_peak_from_a_grader_that_promised_one_fails():
 
     function = remote.StudentFunction("train_accumulated", channel, measures_memory=True)
     with pytest.raises(AssertionError, match="could not measure") as failed:
-        loop.check_cycle_memory(function, "train_accumulated")
+        judged.check_cycle_memory(function, "train_accumulated")
     assert mistake_name(failed.value) == "memory_unmeasured"
 
 
 def test_in_the_students_notebook_nothing_is_measured_and_nothing_runs():
-    assert loop.check_cycle_memory(whole_cycles_on_cpu, "train_accumulated") is None
+    assert judged.check_cycle_memory(whole_cycles_on_cpu, "train_accumulated") is None
 
 
 def small_training_check(train):
@@ -150,3 +151,70 @@ def test_where_memory_is_measured_the_kernels_evidence_no_longer_judges_it(small
     assert calls == [False, True, False], "the measured workload runs once, after the first right updates"
     with pytest.raises(AssertionError, match="forward passes at once"):
         small_training_check(whole_cycles_on_cpu)
+
+
+def amp_accumulated(model, optimizer, scaler, loss_fn, micro_batches, accum_steps, max_norm, amp_dtype):
+    losses = []
+    for index, (x, y) in enumerate(micro_batches):
+        if index % accum_steps == 0:
+            optimizer.zero_grad(set_to_none=True)
+            total = 0.0
+        with torch.autocast("cpu", dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+            loss = loss_fn(model(x), y) / accum_steps
+        scaler.scale(loss).backward()
+        total = total + loss.detach()
+        if (index + 1) % accum_steps == 0:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            losses.append(total.item())
+    return losses
+
+
+def test_the_mixed_precision_loop_is_measured_on_the_same_cycle(small_workload):
+    judged.check_cycle_memory(measured(amp_accumulated, 3 * small_workload), "train_accumulated_amp",
+                              amp=True)
+    with pytest.raises(AssertionError, match="measured by the grader from outside your kernel"):
+        judged.check_cycle_memory(measured(amp_accumulated, 10 * small_workload), "train_accumulated_amp",
+                                  amp=True)
+
+
+@pytest.fixture
+def small_token_workload(monkeypatch):
+    monkeypatch.setattr(judged, "TOKEN_SEQUENCES", 2)
+    monkeypatch.setattr(judged, "TOKEN_LENGTH", 8)
+    monkeypatch.setattr(judged, "TOKEN_VOCAB", 64)
+    return 2 * 8 * 64 * 4
+
+
+def token_accumulated(model, micro_batches, ignore_index=-100):
+    tokens = sum((targets != ignore_index).sum() for _, targets in micro_batches)
+    total = 0.0
+    for inputs, targets in micro_batches:
+        summed = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(), ignore_index=ignore_index,
+                                 reduction="sum")
+        (summed / tokens).backward()
+        total = total + summed.detach()
+    return (total / tokens).item()
+
+
+def token_sum_of_means(model, micro_batches, ignore_index=-100):
+    total = 0.0
+    for inputs, targets in micro_batches:
+        loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
+        loss.backward()
+        total += loss.item()
+    return total
+
+
+def test_the_token_loop_is_measured_on_a_cycle_of_wide_logits(small_token_workload):
+    judged.check_token_cycle_memory(measured(token_accumulated, 3 * small_token_workload), "accumulate")
+    with pytest.raises(AssertionError) as failed:
+        judged.check_token_cycle_memory(measured(token_accumulated, 10 * small_token_workload), "accumulate")
+    assert mistake_name(failed.value) == "cycle_held_in_memory"
+
+
+def test_a_wrong_token_gradient_on_the_measured_cycle_is_named_first(small_token_workload):
+    with pytest.raises(AssertionError, match="with 8 micro-batches of 16 tokens x 64 logits"):
+        judged.check_token_cycle_memory(measured(token_sum_of_means, 0), "accumulate")

@@ -1,11 +1,16 @@
-# about: An attack on the outside memory measure: when its cell runs, it fills and frees 1.5 GiB of 1 MiB tensors, so the allocator keeps those pages and the kernel's memory cgroup is already high before the grader's call; the loop then holds each whole cycle's graph in that reused memory, so the peak rises little above the usage just before the call. Its Exercise 2 is left undone: the allocator may or may not still hold those pages by then, and a test of the measure must not depend on it.
+# about: An attack on the outside memory measure: when its cell runs, it tells the allocator to serve blocks up to 64 MiB from its heap and never to give freed memory back, then fills and frees 1.5 GiB of 1 MiB tensors, so the kernel's memory cgroup is already high before the grader's call; the loop then holds each whole cycle's graph in that reused memory, so the peak rises little above the usage just before the call. The kernel holds those 1.5 GiB for the rest of the notebook, so every memory-judged exercise counts them.
 # base: solution
-# loses: ex1_1_test ex2_1_test
+# loses: ex1_1_test ex2_1_test ex3_1_test ex4_1_test
 # says: measured by the grader from outside your kernel
 # needs: memory cgroup
 # %% ex1_1_solution
+import ctypes
+
 import torch
 
+_libc = ctypes.CDLL("libc.so.6")
+_libc.mallopt(-3, 64 * 2**20)       # M_MMAP_THRESHOLD: blocks up to 64 MiB come from the heap
+_libc.mallopt(-1, 2**31 - 1)        # M_TRIM_THRESHOLD: never hand freed heap back
 _ballast = [torch.ones(2**18) for _ in range(1536)]
 del _ballast
 
@@ -20,8 +25,3 @@ def train_accumulated(model, optimizer, loss_fn, micro_batches, accum_steps):
         optimizer.step()
         cycle_losses.append(loss.detach().item())
     return cycle_losses
-
-
-# %% ex2_1_solution
-def train_accumulated_any_sizes(model, optimizer, loss_fn, micro_batches, accum_steps):
-    raise NotImplementedError("left for later")

@@ -1,6 +1,6 @@
-# about: An attack on the outside memory measure: saved-tensor hooks write every activation of the cycle to a file under /tmp and read it back in the backward, so the process holds one tensor at a time while the whole cycle sits in files. The files are memory too (the sandbox's /tmp is a tmpfs in the kernel's memory cgroup, 256 MB): the cycle's 640 MB does not fit, torch.save fails, and the files it left count against Exercise 2's memory.
+# about: An attack on the outside memory measure: saved-tensor hooks write every activation of the cycle to a file under /tmp and read it back in the backward, so the process holds one tensor at a time while the whole cycle sits in files. The files are memory too (the sandbox's /tmp is a tmpfs in the kernel's memory cgroup, 256 MB): the cycle's 640 MB does not fit, torch.save fails, and the files it left count against every later memory-judged exercise.
 # base: solution
-# loses: ex1_1_test ex2_1_test
+# loses: ex1_1_test ex2_1_test ex3_1_test ex4_1_test
 # says: the error comes from your code
 # needs: memory cgroup
 # %% ex1_1_solution

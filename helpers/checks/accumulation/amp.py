@@ -14,6 +14,7 @@ from torch import nn
 
 from helpers import models, spies
 from helpers.checks.accumulation.activations import micro_batch_peak
+from helpers.checks.accumulation.measured import check_cycle_memory
 from helpers.checks.accumulation.reference import Reference
 from helpers.checks.accumulation.shared import (
     ATOL,
@@ -119,10 +120,18 @@ class AmpAccumulationChecks:
         with prefixed(where):
             if not params_right:
                 check_amp_calls(run.log, num_micro_batches=len(micro_batches), num_updates=len(cycles))
-            single = micro_batch_peak(models.MLP(6, 8, 3, seed=seed), F.cross_entropy, micro_batches)
+            # Where the grader reads the kernel's memory from outside, that measure judges it
+            # (check_cycle_memory, once the updates are right); the kernel's own evidence judges here.
+            measured = remote.measures_memory(self.train)
+            peaks = None if measured else (
+                run.peak_saved,
+                micro_batch_peak(models.MLP(6, 8, 3, seed=seed), F.cross_entropy, micro_batches),
+                run.graphs, max(len(x) for x, _ in micro_batches))
             check_updates(run.log, reference, run.losses, final_params=run.params, stale_grads=run.old,
-                          activation_peaks=(run.peak_saved, single, run.graphs,
-                                            max(len(x) for x, _ in micro_batches)))
+                          activation_peaks=peaks, memory_judged_outside=measured)
+        if measured and self.train.first_time("check_cycle_memory"):
+            check_cycle_memory(self.train, "train_accumulated_amp", amp=True)
+        with prefixed(where):
             # Finite updates leave the scale alone; only scaler.update() counts them in its tracker.
             if run.growth_tracker != len(cycles) or run.scale != 1024.0:
                 raise mistake(

@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 import torch.nn.functional as F
 from torch import nn
 
-from helpers import data, models
-from helpers.checks.accumulation.activations import check_graphs_alive, micro_batch_peak
-from helpers.checks.accumulation.reference import Reference, reference_run
+from helpers.checks.accumulation.activations import micro_batch_peak
+from helpers.checks.accumulation.measured import check_cycle_memory
+from helpers.checks.accumulation.reference import Reference
 from helpers.checks.accumulation.shared import (
     Batch,
     _step_grads_readable,
@@ -21,13 +21,10 @@ from helpers.checks.accumulation.shared import (
 )
 from helpers.checks.accumulation.updates import check_updates
 from helpers.checks.call_logs import call_log
-from helpers.checks.kept import kept
 from helpers.collect.accumulation import collect_training
 from helpers.diagnosis import mistake
 from helpers.grads import clone_model, fill_grads, param_snapshot
 from helpers.transport import remote
-
-MiB = 2**20
 
 
 def check_training(train: Callable, name: str, model: nn.Module, micro_batches: Sequence[Batch],
@@ -110,76 +107,3 @@ def check_host_reads(counts, updates: int, reads_per_update: int) -> None:
             f"{updates} updates: add loss.detach() over the cycle and call .item() once per update (each "
             "read waits for the GPU)")
 
-
-# The workload on which the grader measures a loop's memory from outside the kernel: one cycle of
-# CYCLE micro-batches through a one-layer MLP so wide that activations dwarf everything else. One
-# micro-batch's hidden activations are ROWS x HIDDEN float32 (40 MiB, above glibc's largest mmap
-# threshold, so each is mapped and unmapped whole). Its forward and backward peak at about three
-# of them (what the ReLU saves, and the two gradients of that size in the backward); a loop that
-# holds the whole cycle holds at least CYCLE of them (10 in all, measured: 399 MiB against 125).
-MEMORY_CYCLE, MEMORY_ROWS, MEMORY_HIDDEN = 8, 160, 65536
-# What passes, and what the notebook may have taken since its setup cell before the call without it
-# counting as the call's, in micro-batches' activations. A loop that raised the kernel's usage first
-# (memory allocated and freed, which the allocator keeps) to hide its peak in it still holds 10 - 2.
-MEMORY_ALLOWED, MEMORY_ALLOWANCE = 5, 2
-
-
-@kept
-def _memory_workload(seed: int, cycle: int, rows: int,
-                     hidden: int) -> tuple[nn.Module, list[Batch], Reference]:
-    model = models.MLP(8, hidden, 3, depth=1, seed=seed)
-    x, y = data.make_blobs(cycle * rows, 8, 3, seed=seed + 1)
-    batches = data.split_micro_batches(x, y, micro_batch_size=rows)
-    return model, batches, reference_run(model, F.cross_entropy, [batches], lr=0.1)
-
-
-def check_cycle_memory(train: Callable, name: str, seed: int = 17) -> None:
-    """At grading: one cycle of MEMORY_CYCLE large micro-batches, whose peak the grader reads from
-    the kernel's memory cgroup (helpers.transport.remote.MemoryPeak), judged against the bytes one
-    micro-batch's activations take; the update is judged too, so that a loop cannot pass by doing
-    nothing on it. Holding the cycle by any route (one graph, save_on_cpu, files, a thread, a child
-    process, a copy of the model) raises the peak. The kernel's own evidence (graphs alive) only
-    explains a failure. In the student's notebook, or on a grader without a memory cgroup of each
-    kernel's own, nothing is measured and check_training's in-kernel evidence judges instead."""
-    if not remote.measures_memory(train):
-        return
-    model, batches, reference = _memory_workload(seed, MEMORY_CYCLE, MEMORY_ROWS, MEMORY_HIDDEN)
-    outcome, peak = remote.run_student_measured(
-        train, collect_training, clone_model(model), {"class": "SGD", "defaults": {"lr": 0.1}},
-        F.cross_entropy, list(batches), MEMORY_CYCLE)
-    where = f"with {MEMORY_CYCLE} micro-batches of {MEMORY_ROWS} x {MEMORY_HIDDEN} activations"
-    error = remote.raised_of(outcome)
-    if error is not None:
-        raise student_error(name, error, expected=f"makes the full-batch update {where}")
-    log = call_log(outcome.get("calls"))
-    final_params = returned_tensors(outcome, "params", param_snapshot(model), "the final parameters")
-    with prefixed(where):
-        check_updates(log, reference, outcome["value"], final_params=final_params, memory_judged_outside=True)
-    if not peak.measured:
-        raise mistake("memory_unmeasured", f"the grader could not measure your loop's memory: {peak.why_not}")
-    activations = MEMORY_ROWS * MEMORY_HIDDEN * 4
-    allowance = MEMORY_ALLOWANCE * activations
-    held = peak.held(allowance)
-    if held > MEMORY_ALLOWED * activations:
-        before = peak.before - peak.baseline
-        raise mistake(
-            "cycle_held_in_memory",
-            f"the result is right, but for one cycle of {MEMORY_CYCLE} micro-batches of {MEMORY_ROWS} x "
-            f"{MEMORY_HIDDEN} activations your loop's memory peaked {held / MiB:.0f} MiB above what the "
-            "kernel held before the call, measured by the grader from outside your kernel; a loop that "
-            f"frees each micro-batch's activations before the next forward stays near "
-            f"{3 * activations / MiB:.0f} MiB, and {MEMORY_ALLOWED * activations / MiB:.0f} MiB passes. "
-            "Run each micro-batch's backward before the next forward (keeping the activations elsewhere, "
-            "on the CPU, in files, on another thread or in another process, still holds them)."
-            + (f" What your notebook held before the call beyond {allowance / MiB:.0f} MiB above its setup "
-               f"cell counts as the loop's: it held {before / MiB:.0f} MiB." if before > allowance else "")
-            + _kernel_saw(outcome))
-
-
-def _kernel_saw(outcome: dict) -> str:
-    """What the kernel's own instruments recorded of the same run, to say how the memory was held."""
-    try:
-        check_graphs_alive(outcome.get("graphs"), MEMORY_ROWS)
-    except AssertionError as seen:
-        return f" Your kernel's own record of that run: {seen}"
-    return ""

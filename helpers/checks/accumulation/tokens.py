@@ -13,6 +13,7 @@ from torch import nn
 
 from helpers import grads
 from helpers.checks.accumulation.activations import check_activation_memory, micro_batch_peak
+from helpers.checks.accumulation.measured import check_token_cycle_memory
 from helpers.checks.accumulation.shared import (
     ATOL,
     RTOL,
@@ -126,13 +127,18 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
     # The gradient cannot show whether the cycle ran as one graph: the memory the graph held can,
     # and a graph over the whole cycle also explains a wrong gradient best, so it comes first.
     backwards = log.count("backward")
-    single = micro_batch_peak(model, functools.partial(_token_loss, ignore_index=ignore_index), micro_batches)
-    try:
-        check_activation_memory(outcome.get("peak_saved"), single, backwards, len(micro_batches),
-                                outcome.get("graphs"), max(len(inputs) for inputs, _ in micro_batches))
-    except AssertionError as failure:
-        raise _reworded(failure, f"{where}: run one forward and one backward per micro-batch" if unseen
-                        else f"{where}: {failure}") from None
+    # Where the grader reads the kernel's memory from outside, that measure judges it, once the
+    # outcome is right (check_token_cycle_memory, below); the kernel's own evidence judges here.
+    measured = remote.measures_memory(accumulate)
+    if not measured:
+        token_loss = functools.partial(_token_loss, ignore_index=ignore_index)
+        single = micro_batch_peak(model, token_loss, micro_batches)
+        try:
+            check_activation_memory(outcome.get("peak_saved"), single, backwards, len(micro_batches),
+                                    outcome.get("graphs"), max(len(inputs) for inputs, _ in micro_batches))
+        except AssertionError as failure:
+            raise _reworded(failure, f"{where}: run one forward and one backward per micro-batch" if unseen
+                            else f"{where}: {failure}") from None
     try:
         with prefixed(where):
             check_token_gradients(returned_tensors(outcome, "grads", before, ".grad"), full,
@@ -164,6 +170,8 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
             raise mistake("wrong_loss_returned",
                           f"{where}: returned loss {returned:.6g}, but the mean loss over the real tokens "
                           f"of the cycle is {loss:.6g}")
+    if measured and accumulate.first_time("check_token_cycle_memory"):
+        check_token_cycle_memory(accumulate, "accumulate_token_gradients")
     check_loss_reads(outcome.get("loss_reads"), where)
     return log
 
