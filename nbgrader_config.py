@@ -144,7 +144,9 @@ c.Autograde.autograde_preprocessors = [
 # Hidden tests draw their inputs per student from a secret the grader holds (helpers/checks/variants.py):
 # set COURSE_VARIANT_SECRET in the grader's environment, or name a file outside the course here.
 # Without either they use the inputs written in source/ (docs/after-grading.md).
-# c.GuardedExecute.variant_secret_file = "/etc/course/variant-secret"
+# c.GuardedExecute.variant_secret_file = "~/.config/efficient-pytorch/variant-secret"
+# (never under /etc, /usr, /opt or the Python environment: every graded kernel sees those read-only,
+# and grading refuses a secret there)
 
 # The formgrader renders each autograded notebook with this exporter when the teacher opens it: a
 # notebook autograded before NeutraliseActiveContent existed is made inert there too. (nbconvert's

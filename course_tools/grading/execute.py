@@ -51,6 +51,7 @@ from course_tools.grading.outcomes import (
     note_output,
 )
 from course_tools.grading.sandbox import SandboxedKernelManager, grading_sandbox
+from course_tools.grading.sandbox_command import shown_in_sandbox
 from course_tools.grading.verdict import GraderSideTests
 from helpers.checks.variants import SECRET_ENVIRONMENT, grading_student
 
@@ -77,6 +78,9 @@ def output_chars(output: dict) -> int:
 
 
 _secret_from_environment: list[str | None] = []
+# Where a variant secret file lies outside every folder the sandbox shows (the home folder is not
+# bound; only the Python environment and the course's packages are, wherever they lie).
+SECRET_SUGGESTION = "~/.config/efficient-pytorch/variant-secret"
 
 
 def variant_secret(path: str = "") -> str | None:
@@ -84,6 +88,13 @@ def variant_secret(path: str = "") -> str | None:
     taken out of this process's environment on first read so that no kernel started later (one
     without the sandbox's clean environment) inherits it."""
     if path:
+        path = os.path.expanduser(path)
+        shown_by = shown_in_sandbox(path)
+        if shown_by is not None:
+            raise ValueError(
+                f"the variant secret file {path} lies under {shown_by}, which every graded kernel's sandbox "
+                "shows read-only: a student's code could print it and recompute a classmate's hidden "
+                f"inputs. Keep it outside those folders, for example at {SECRET_SUGGESTION} (chmod 600)")
         secret = Path(path).read_text().strip()
         if not secret:
             raise ValueError(f"the variant secret file {path} is empty")

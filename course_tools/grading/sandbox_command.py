@@ -185,6 +185,21 @@ def kernel_python(interpreter: str) -> KernelPython:
         return replace(grader_python(), failure=f"{executable} did not say ({error})")
 
 
+def shown_in_sandbox(path: str, python: KernelPython | None = None) -> str | None:
+    """The folder through which the sandbox shows `path` to a kernel (read-only: the system's
+    folders, the kernel's Python environment, the course's packages), or None where no kernel
+    sees it. A secret of the grader's must lie where this says None."""
+    real = os.path.realpath(path)
+    python = python or grader_python()
+    shown = [folder for folder in ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64")]
+    shown += [*python.prefixes, str(Path(python.executable).resolve().parent.parent)]
+    shown += [place for places in python.packages.values() for place in places]
+    for folder in sorted(shown, key=len):
+        if len(Path(folder).parts) >= 2 and (_under(real, os.path.realpath(folder)) or _under(path, folder)):
+            return folder
+    return None
+
+
 # Builds matplotlib's font list in MPLCONFIGDIR, as the kernel would at its first plot import.
 _BUILD_FONT_LIST = "import matplotlib.font_manager"
 

@@ -11,6 +11,7 @@ import functools
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
@@ -161,3 +162,18 @@ def test_the_secret_reaches_neither_the_kernel_nor_the_graded_notebook(tmp_path,
     written = json.dumps(executed)
     assert "hidden inputs drawn" in written and "AssertionError" not in written
     assert secret not in written and variants.SECRET_ENVIRONMENT not in written
+
+
+def test_a_secret_file_the_sandbox_shows_is_refused_and_one_outside_is_read(tmp_path):
+    """Every graded kernel sees /etc, /usr, /opt and the Python environment read-only: a secret there
+    could be printed by a student's code and a classmate's hidden inputs recomputed from it."""
+    from course_tools.grading.execute import SECRET_SUGGESTION, variant_secret
+
+    inside = Path(sys.prefix) / "variant-secret-that-is-not-there"
+    with pytest.raises(ValueError, match=f"lies under .*sandbox shows read-only.*{SECRET_SUGGESTION}"):
+        variant_secret(str(inside))
+    with pytest.raises(ValueError, match="lies under /etc"):
+        variant_secret("/etc/course/variant-secret")
+    outside = tmp_path / "variant-secret"
+    outside.write_text("a course secret\n")
+    assert variant_secret(str(outside)) == "a course secret"
