@@ -71,3 +71,17 @@ def recorded_diagnosis(cell) -> str | None:
     metadata = cell.get("metadata", {})
     name = metadata.get(DIAGNOSIS_KEY) if isinstance(metadata, dict) else None
     return name if type(name) is str else None
+
+
+# Where the grader records, on a cell of an autograded notebook, that its own limits or integrity
+# checks ended it (course_tools.grading.outcomes: a cell past its time, a kernel that died, a
+# notebook out of time, a test whose integrity failed, a message that did not verify). A kernel can
+# print an error of any name, never write a cell's metadata; the grader clears this key too.
+GRADER_OUTCOME_KEY = "course_grader_outcome"
+
+
+def grader_outcome(cell) -> str | None:
+    """The name of the grader's own error the grader recorded on `cell` (outcomes.py), or None."""
+    metadata = cell.get("metadata", {})
+    name = metadata.get(GRADER_OUTCOME_KEY) if isinstance(metadata, dict) else None
+    return name if type(name) is str else None

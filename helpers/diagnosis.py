@@ -20,13 +20,30 @@ import textwrap
 CHECK_MODULES = ("helpers.",)
 
 
-def mistake(name: str, message: str) -> AssertionError:
+# What a class report's group says after a mistake's name when the check recognised it only by the
+# text (or type) of the error the student's code raised, which that code could have written itself.
+BY_ERROR_TEXT = " (recognised by the raised error's text)"
+
+
+def mistake(name: str, message: str, *, by_error_text: bool = False) -> AssertionError:
     """The failure of a check that recognised a mistake: an AssertionError saying `message` (the
     student's own numbers in it) that carries `name`, a short identifier of the mistake which stays
-    the same for every student who makes it (the class report groups a class's failures by it)."""
+    the same for every student who makes it (the class report groups a class's failures by it).
+    `by_error_text`: recognised only by what the student's code raised, never by the grader's own
+    evidence; the class report keeps such failures in a group of their own (report_group)."""
     error = AssertionError(message)
     error.mistake = name
+    error.by_error_text = by_error_text
     return error
+
+
+def report_group(error: BaseException) -> str | None:
+    """The group a class report files `error` under: its mistake's name, marked when only the
+    student's own error text named it (BY_ERROR_TEXT); None for a failure no check named."""
+    name = mistake_name(error)
+    if name is None:
+        return None
+    return name + BY_ERROR_TEXT if getattr(error, "by_error_text", False) is True else name
 
 
 def mistake_name(error: BaseException) -> str | None:

@@ -35,7 +35,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode, default
 
-from course_tools.cells import DIAGNOSIS_KEY, grade_id, is_read_only, is_test
+from course_tools.cells import DIAGNOSIS_KEY, GRADER_OUTCOME_KEY, grade_id, is_read_only, is_test
 from course_tools.grading.cell_order import release_notebook
 from course_tools.grading.demonstrations import SKIP_TAG, skipped_at_grading
 from course_tools.grading.guard_channel import BudgetSpent, GuardChannel, KernelLost, bound_names
@@ -47,8 +47,10 @@ from course_tools.grading.outcomes import (
     TIMED_OUT,
     UNVERIFIED,
     error_output,
+    grader_error,
     integrity_error,
     note_output,
+    record_outcome,
 )
 from course_tools.grading.sandbox import SandboxedKernelManager, grading_sandbox
 from course_tools.grading.sandbox_command import shown_in_sandbox
@@ -198,7 +200,7 @@ class GuardedExecute(Execute):
         if count <= 0:
             return
         self._failed_cells.add(index)
-        cell.outputs.append(error_output(UNVERIFIED, (
+        cell.outputs.append(grader_error(cell, UNVERIFIED, (
             f"while this cell ran, the kernel sent {count} message{'s' if count > 1 else ''} the grader "
             "could not verify (a bad signature, a replay or a malformed message: prints, plots and errors "
             "never send these). They were ignored, this cell does not count, and grading went on.")))
@@ -294,6 +296,7 @@ class GuardedExecute(Execute):
 
     def _execute(self, cell, index: int) -> None:
         saved_timeout, self.timeout = self.timeout, self.cell_timeout()
+        self._timed_out = False
         try:
             self.execute_cell(cell, index, store_history=True)
         except DeadKernelError as error:
@@ -303,13 +306,19 @@ class GuardedExecute(Execute):
             raise KernelLost(index, "unresponsive") from error
         finally:
             self.timeout = saved_timeout
-        timed_out = [o for o in cell.outputs if o.output_type == "error" and o.ename == TIMED_OUT]
-        for output in timed_out:
-            output.evalue = self.timeout_message()
-            output.traceback = [f"{TIMED_OUT}: {output.evalue}"]
-        if timed_out:
+        # Only nbclient's own timeout counts: a kernel can print an error of that name itself.
+        if self._timed_out:
+            record_outcome(cell, TIMED_OUT)
+            for output in cell.outputs:
+                if output.output_type == "error" and output.ename == TIMED_OUT:
+                    output.evalue = self.timeout_message()
+                    output.traceback = [f"{TIMED_OUT}: {output.evalue}"]
             self.fail_cell(index)
             self.check_responsive(index)
+
+    async def _async_handle_timeout(self, timeout: int, cell=None):
+        self._timed_out = True
+        return await super()._async_handle_timeout(timeout, cell)
 
     def _run_read_only(self, cell, index: int) -> None:
         """A read-only cell that is not a test (the setup cell): IPython runs it, with its hooks
@@ -319,7 +328,7 @@ class GuardedExecute(Execute):
         if not self._student_code_ran:
             self._memory_baseline = self._memory_usage()
         if reply is None or reply.get("status") != "ok":
-            cell.outputs.append(integrity_error("the guard did not answer before this cell"))
+            cell.outputs.append(integrity_error(cell, "the guard did not answer before this cell"))
             return
         self.guard_channel.ask(index, "remember", 60, names=sorted(bound_names(cell.source)))
 
@@ -408,6 +417,7 @@ class GuardedExecute(Execute):
             message = (f"this cell was still running {self.timeout} s after it started, and kept running "
                        "after the interrupt (does it catch KeyboardInterrupt?). A fresh kernel re-ran the "
                        "cells above and grading went on from the next cell.")
+        record_outcome(cell, DIED)
         if not any(o.output_type == "error" for o in cell.outputs) or lost.reason == "died":
             cell.outputs.append(error_output(DIED, message))
         else:
@@ -416,7 +426,7 @@ class GuardedExecute(Execute):
     def _not_run(self, start: int, name: str, message: str) -> None:
         for cell in self.nb.cells[start:]:
             if cell.cell_type == "code":
-                cell.outputs = [error_output(name, message)]
+                cell.outputs = [grader_error(cell, name, message)]
 
     def preprocess(self, nb, resources=None, km=None):
         from nbclient import NotebookClient
@@ -434,8 +444,9 @@ class GuardedExecute(Execute):
         self._cell_chars: dict[int, int] = {}
         self._cut_cells: set[int] = set()
         self._rejected_by_executor: list[str] = []
-        for cell in self.nb.cells:   # only the grader writes a diagnosis (course_tools.cells)
+        for cell in self.nb.cells:   # only the grader writes these (course_tools.cells)
             cell.metadata.pop(DIAGNOSIS_KEY, None)
+            cell.metadata.pop(GRADER_OUTCOME_KEY, None)
         code_cells = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
         student = (self.resources.get("nbgrader") or {}).get("student")
         try:

@@ -10,6 +10,8 @@ that was running when it came and grade the rest of the notebook.
 
 from __future__ import annotations
 
+import re
+
 from jupyter_client.session import Session
 
 # The type of the inert message that replaces a rejected one.
@@ -22,6 +24,18 @@ MAX_NOTEBOOK_REPLY_BYTES = 512 * 2**20
 # The most JSON (header, metadata, content) one message may carry: read into Python objects, JSON
 # grows several times its size, so a larger message is refused before it is parsed.
 MAX_MESSAGE_JSON_BYTES = 64 * 2**20
+# The most values (lists, objects, and the items in them) one message's JSON may hold. Under the
+# byte cap, 59 MiB of empty lists would still become 20 million Python lists, over a GiB in the
+# grader: counted on the bytes before parsing (strings blanked first), a message with more is refused.
+MAX_MESSAGE_ITEMS = 1_000_000
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+def json_items(data: bytes) -> int:
+    """An upper bound on the values the JSON `data` holds once parsed: its brackets, braces and
+    commas outside strings, counted at C speed without building anything."""
+    bare = _JSON_STRING.sub(b'""', data)
+    return bare.count(b"[") + bare.count(b"{") + bare.count(b",") + 1
 
 
 def _is_well_formed(message: dict, with_content: bool) -> bool:
@@ -47,6 +61,10 @@ class CheckedSession(Session):
         if json_bytes > MAX_MESSAGE_JSON_BYTES:
             return self._rejected(f"a message of {json_bytes / 2**20:.0f} MiB, more than the "
                                   f"{MAX_MESSAGE_JSON_BYTES // 2**20} MiB the grader parses")
+        items = sum(json_items(bytes(part)) for part in msg_list[1:5])
+        if items > MAX_MESSAGE_ITEMS:
+            return self._rejected(f"a message of {items:,} values, more than the {MAX_MESSAGE_ITEMS:,} the "
+                                  "grader parses")
         try:
             message = super().deserialize(msg_list, content=content, copy=copy)
         except Exception as error:  # signature, replay, framing, JSON: all the kernel's doing

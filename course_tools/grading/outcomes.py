@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from nbformat.notebooknode import NotebookNode
 
+from course_tools.cells import GRADER_OUTCOME_KEY
+
 DIED = "KernelDied"
 TIMED_OUT = "CellTimeoutError"
 TAMPERED = "TamperingDetected"
@@ -21,13 +23,25 @@ def error_output(name: str, message: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=name, evalue=message, traceback=[f"{name}: {message}"])
 
 
+def record_outcome(cell, name: str) -> None:
+    """Say in `cell`'s metadata, where no kernel can write, that the grader's own error `name` ended
+    it: the class report, feedback and exports read this, never an error output's name."""
+    cell.metadata[GRADER_OUTCOME_KEY] = name
+
+
+def grader_error(cell, name: str, message: str) -> NotebookNode:
+    """The grader's own error `name` for `cell`, recorded in its metadata; the output to write."""
+    record_outcome(cell, name)
+    return error_output(name, message)
+
+
 def note_output(text: str) -> NotebookNode:
     return NotebookNode(output_type="stream", name="stdout", text=text)
 
 
 
-def integrity_error(what: str) -> NotebookNode:
-    return error_output(TAMPERED, f"the grader could not establish this test's integrity ({what}): the "
+def integrity_error(cell, what: str) -> NotebookNode:
+    return grader_error(cell, TAMPERED, f"the grader could not establish this test's integrity ({what}): the "
                         "notebook's code interfered with the grader, so the test does not count.")
 
 

@@ -25,8 +25,15 @@ from course_tools.grading.guard_channel import GuardChannel, KernelLost, bound_n
 from course_tools.grading.kernel_messages import MAX_NOTEBOOK_REPLY_BYTES, MAX_REPLY_BYTES
 from course_tools.grading.memory_cgroups import PeakReading
 from course_tools.grading.notebook_session import NotebookSession
-from course_tools.grading.outcomes import TIMED_OUT, error_output, integrity_error, note_output, restored_note
-from helpers.diagnosis import mistake_name
+from course_tools.grading.outcomes import (
+    TIMED_OUT,
+    error_output,
+    grader_error,
+    integrity_error,
+    note_output,
+    restored_note,
+)
+from helpers.diagnosis import report_group
 from helpers.transport import errors
 
 
@@ -231,16 +238,16 @@ class GraderSideTests:
         self._printed = None
         if isinstance(failure, CallLost):
             if failure.interrupted:
-                self._output(cell, index, error_output(TIMED_OUT, self.session.timeout_message()))
+                self._output(cell, index, grader_error(cell, TIMED_OUT, self.session.timeout_message()))
                 self.session.fail_cell(index)
                 self.session.check_responsive(index)
             else:
-                self._output(cell, index, integrity_error(failure.why))
+                self._output(cell, index, integrity_error(cell, failure.why))
         elif failure is not None:
             self._output(cell, index, error_output(type(failure).__name__, _message(failure)))
-            name = mistake_name(failure)
-            if name is not None:
-                cell.metadata[DIAGNOSIS_KEY] = name
+            group = report_group(failure)
+            if group is not None:
+                cell.metadata[DIAGNOSIS_KEY] = group
 
 
 class _Unreadable:

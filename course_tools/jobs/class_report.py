@@ -10,13 +10,17 @@ exercise and group). Each failed test cell falls in one group:
 - a mistake a check recognised, by the name it gave it (`helpers.diagnosis.mistake`, recorded on the
   autograded cell by the grader: `course_tools.cells.DIAGNOSIS_KEY`), never by its text, which holds
   each student's numbers;
-- `integrity`: the grader could not establish the test's integrity (a patched guard, a forged reply);
+- `integrity`: the grader could not establish the test's integrity (a patched guard, a forged reply),
+  as it recorded in the cell's metadata;
 - `undiagnosed`: a failure no check named (a raw error, or a check's requirement without a named
   cause), so the teacher sees what the checks do not yet explain.
 
 A test cell is `not attempted` when its exercise's solution cells are the release's stubs, and `not
-graded` when the grader's limits ended it (time, a kernel that died, the notebook's time budget):
-students who lost points only there are listed for a teacher to look at by hand.
+graded` when the grader's limits ended it (time, a kernel that died, the notebook's time budget), as
+the grader recorded in the cell's metadata (`course_tools.cells.GRADER_OUTCOME_KEY`; an error's
+name is the kernel's to print): students who lost points only there are listed for a teacher to
+look at by hand. A mistake recognised only by the error text the student's code raised is its own
+group (`helpers.diagnosis.report_group`).
 
     python -m course_tools.jobs.class_report [assignment ...]
 """
@@ -36,7 +40,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from course_tools.cells import grade_id, is_solution, is_test, recorded_diagnosis
+from course_tools.cells import grade_id, grader_outcome, is_solution, is_test, recorded_diagnosis
 from course_tools.grading.outcomes import DIED, OUT_OF_TIME, TAMPERED, TIMED_OUT, UNVERIFIED
 from course_tools.jobs.nbgrader_course import open_course
 from course_tools.lessons import REPO_ROOT, assignment_ids
@@ -128,12 +132,13 @@ def judge_cell(cell, points: float, max_points: float, untouched: bool) -> tuple
     if points >= max_points:
         return PASSED, "", ""
     message = errors[-1][1][:MESSAGE_CHARS] if errors else ""
-    names = {name for name, _ in errors}
-    if names & LIMIT_ERRORS or (not errors and cell.get("execution_count") is None):
+    # What the grader recorded in the cell's metadata, never an error's name, which a kernel can print.
+    outcome = grader_outcome(cell)
+    if outcome in LIMIT_ERRORS or (not errors and cell.get("execution_count") is None):
         return NOT_GRADED, "", message or "the cell did not run: an earlier cell used up the grader's limits"
     if untouched:
         return NOT_ATTEMPTED, "", message
-    if names & INTEGRITY_ERRORS:
+    if outcome in INTEGRITY_ERRORS:
         return FAILED, INTEGRITY, message
     return FAILED, recorded_diagnosis(cell) or UNDIAGNOSED, message
 

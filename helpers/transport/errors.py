@@ -85,16 +85,17 @@ def failure(function: str, error: Raised, *, known: Sequence[tuple[str, str]] = 
     `Known` error's own, `cause` for `advice` (only used with it), else FUNCTION_RAISED."""
     where = f" at `{error.line}`" if error.line else ""
     said = f"{function} stopped with {error}{where}"
+    # Each of these is recognised by the text or type the student's code raised (by_error_text).
     for entry in known:
         pattern, words = entry
         if pattern in error.message:
-            return mistake(getattr(entry, "mistake", FUNCTION_RAISED), f"{said}; {words}")
+            return mistake(getattr(entry, "mistake", FUNCTION_RAISED), f"{said}; {words}", by_error_text=True)
     if advice:
-        return mistake(cause, f"{said}; {advice}")
+        return mistake(cause, f"{said}; {advice}", by_error_text=True)
     for entry in COMMON_ERRORS:
         pattern, words = entry
         if pattern in error.message:
-            return mistake(entry.mistake, f"{said}; {words}")
+            return mistake(entry.mistake, f"{said}; {words}", by_error_text=True)
     checking = f"that {function} {expected}" if expected else "what the exercise asks"
     return mistake(FUNCTION_RAISED,
                    f"{said}; the test was checking {checking}, and the error comes from your code "

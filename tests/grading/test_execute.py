@@ -4,6 +4,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
+from course_tools.cells import grader_outcome
 from course_tools.grading.cell_order import RestoreCellOrder
 from course_tools.grading.execute import KERNEL_START, GuardedExecute
 from course_tools.grading.outcomes import DIED, OUT_OF_TIME, TIMED_OUT
@@ -45,11 +46,16 @@ def test_a_kernel_that_ignores_the_interrupt_is_replaced(tmp_path):
 
 
 def test_an_interruptible_loop_only_costs_its_own_cell(tmp_path):
-    cells = run(["while True:\n    pass", "print('next')"], tmp_path, timeout=3)
+    fake = "class CellTimeoutError(Exception):\n    pass\nraise CellTimeoutError('past the limit, honestly')"
+    cells = run(["while True:\n    pass", "print('next')", fake, "print('last')"], tmp_path, timeout=3)
     assert (TIMED_OUT, GuardedExecute().error_on_timeout["evalue"]) in errors(cells[0])
     assert "loop that never ends" in GuardedExecute().error_on_timeout["evalue"]
     assert DIED not in dict(errors(cells[0])), "an interrupted kernel is not a lost kernel"
     assert text(cells[1]) == "next\n"
+    # The grader's record, in metadata no kernel writes, says which cell its limit ended.
+    assert grader_outcome(cells[0]) == TIMED_OUT
+    assert TIMED_OUT in dict(errors(cells[2])) and grader_outcome(cells[2]) is None
+    assert text(cells[3]) == "last\n"
 
 
 def test_an_output_flood_is_cut_while_it_streams(tmp_path):
@@ -267,7 +273,20 @@ TAMPERINGS = {
     "too much JSON": "at = parts.index(b'<IDS|MSG>')\n"
                      "parts[at + 5] = b'{\"name\": \"stdout\", \"text\": \"' + b'x' * 80 * 2**20 + b'\"}'\n"
                      "parts[at + 1] = k.session.sign(parts[at + 2:at + 6])",
+    # 59 MiB of empty lists, under the byte cap: parsed, 20 million Python lists, over a GiB.
+    "too many values": "at = parts.index(b'<IDS|MSG>')\n"
+                       "parts[at + 5] = (b'{\"name\": \"stdout\", \"text\": \"\", \"x\": ['\n"
+                       "                 + b'[],' * 20_600_000 + b'[]]}')\n"
+                       "parts[at + 1] = k.session.sign(parts[at + 2:at + 6])",
 }
+
+
+def test_values_in_a_message_are_counted_before_it_is_parsed():
+    from course_tools.grading.kernel_messages import json_items
+
+    assert json_items(b'{"a": [1, 2, [3, {"b": 4}]]}') == 8
+    assert json_items(b'{"text": "[[[,,,{{{ \\" ,,,"}') == 2, "what strings hold is not counted"
+    assert json_items(b"[" + b"[]," * 1000 + b"[]]") == 2003
 
 
 @pytest.mark.parametrize("tampering", TAMPERINGS)

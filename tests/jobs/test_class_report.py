@@ -4,7 +4,7 @@ report of a whole graded class is tested on the demo classes in tests/grading/te
 import pytest
 from nbformat.v4 import new_code_cell, new_output
 
-from course_tools.cells import DIAGNOSIS_KEY
+from course_tools.cells import DIAGNOSIS_KEY, GRADER_OUTCOME_KEY
 from course_tools.jobs.class_report import (
     FAILED,
     INTEGRITY,
@@ -20,11 +20,14 @@ from course_tools.jobs.class_report import (
 )
 
 
-def cell(*errors, diagnosis=None, ran=True):
+def cell(*errors, diagnosis=None, ran=True, graders=None):
+    """A test cell with these error outputs; `graders`: the grader's own error it recorded."""
     made = new_code_cell("check(answer)", execution_count=3 if ran else None)
     made.outputs = [new_output("error", ename=name, evalue=message, traceback=[]) for name, message in errors]
     if diagnosis:
         made.metadata[DIAGNOSIS_KEY] = diagnosis
+    if graders:
+        made.metadata[GRADER_OUTCOME_KEY] = graders
     return made
 
 
@@ -34,10 +37,15 @@ def cell(*errors, diagnosis=None, ran=True):
      (FAILED, "step_every_micro_batch")),
     (cell(("AssertionError", "a check without a name")), 0.0, False, (FAILED, UNDIAGNOSED)),
     (cell(("NameError", "name 'x' is not defined")), 0.0, False, (FAILED, UNDIAGNOSED)),
-    (cell(("TamperingDetected", "could not establish")), 0.0, False, (FAILED, INTEGRITY)),
+    (cell(("TamperingDetected", "could not establish"), graders="TamperingDetected"), 0.0, False,
+     (FAILED, INTEGRITY)),
     (cell(("NotImplementedError", "write your solution here")), 0.0, True, (NOT_ATTEMPTED, "")),
-    (cell(("KernelDied", "the kernel died")), 0.0, False, (NOT_GRADED, "")),
-    (cell(("CellTimeoutError", "the cell ran past 60 s")), 0.0, True, (NOT_GRADED, "")),
+    (cell(("KernelDied", "the kernel died"), graders="KernelDied"), 0.0, False, (NOT_GRADED, "")),
+    (cell(("CellTimeoutError", "the cell ran past 60 s"), graders="CellTimeoutError"), 0.0, True,
+     (NOT_GRADED, "")),
+    # What a kernel printed under the grader's names, without the grader's record: its own failure.
+    (cell(("KernelDied", "the kernel died")), 0.0, False, (FAILED, UNDIAGNOSED)),
+    (cell(("CellTimeoutError", "past 60 s"), ("TamperingDetected", "no")), 0.0, False, (FAILED, UNDIAGNOSED)),
     (cell(ran=False), 0.0, False, (NOT_GRADED, "")),
 ])
 def test_each_test_cell_falls_in_one_status_and_group(the_cell, points, untouched, expected):

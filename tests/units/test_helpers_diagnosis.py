@@ -222,3 +222,19 @@ def test_a_reworded_failure_keeps_its_name():
     with pytest.raises(AssertionError, match="^here: plain$") as raised, prefixed("here"):
         raise AssertionError("plain")
     assert diagnosis.mistake_name(raised.value) is None
+
+
+def test_a_mistake_named_only_by_the_students_error_text_has_a_group_of_its_own():
+    """A kernel chooses what its code raises: a failure named by matching that text (or type) is
+    filed apart from the same mistake the grader's own evidence named."""
+    common = errors.Raised("RuntimeError", "Trying to backward through the graph a second time")
+    by_text = errors.failure("f", common)
+    assert diagnosis.report_group(by_text) == "backward_twice" + diagnosis.BY_ERROR_TEXT
+    advised = errors.failure("f", errors.Raised("ZeroDivisionError", "x"), advice="do this",
+                             cause="its_cause")
+    assert diagnosis.report_group(advised) == "its_cause" + diagnosis.BY_ERROR_TEXT
+    unknown = errors.failure("f", errors.Raised("KeyError", "'x'"))
+    assert diagnosis.report_group(unknown) == errors.FUNCTION_RAISED
+    named = diagnosis.mistake("step_every_micro_batch", "...")
+    assert diagnosis.report_group(named) == "step_every_micro_batch"
+    assert diagnosis.report_group(AssertionError("no name")) is None
