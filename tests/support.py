@@ -19,6 +19,8 @@ from pathlib import Path
 import nbformat
 from nbconvert.filters import strip_ansi
 from nbgrader.api import Gradebook
+from nbgrader.apps import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.validator import Validator
 
 from course_tools.cells import grade_id
@@ -26,7 +28,12 @@ from course_tools.cells import is_test as is_test_cell
 from course_tools.jobs.class_report import read_scores
 from course_tools.jobs.demo_class import DEMO_CELL_TIMEOUT_S, DEMO_ROOT, write_submissions
 from course_tools.jobs.grade_demo_class import GradedSubmission
-from course_tools.jobs.nbgrader_course import load_config, open_course, require_success
+from course_tools.jobs.nbgrader_course import (
+    load_config,
+    open_course,
+    put_environment_on_path,
+    require_success,
+)
 from course_tools.lessons import REPO_ROOT
 
 SCREENSHOTS = REPO_ROOT / "test-artifacts" / "screenshots"
@@ -105,6 +112,29 @@ def grade_demo_class(root: Path, assignment: str, demo_root: Path = DEMO_ROOT,
         graded.append(GradedSubmission(submission, *recorded[submission.student],
                                        seconds=seconds.get(submission.student)))
     return graded
+
+
+def grade_students_again(root: Path, assignment: str, students: list[str], folder: Path,
+                         **executor_options) -> dict[str, dict]:
+    """Copy the course at `root` (its release, sources, gradebook and these students' submissions)
+    into `folder`, autograde `students` there with GuardedExecute's `executor_options`, and return
+    each student's scores by test cell. The course at `root` is not touched."""
+    copy = folder / "course"
+    left_out = shutil.ignore_patterns("autograded", "feedback", "submitted", "reports")
+    shutil.copytree(root, copy, ignore=left_out)
+    for student in students:
+        shutil.copytree(root / "submitted" / student, copy / "submitted" / student)
+    config = load_config(copy)
+    config.Execute.timeout = DEMO_CELL_TIMEOUT_S
+    for name, value in executor_options.items():
+        setattr(config.GuardedExecute, name, value)
+    put_environment_on_path()
+    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    for student in students:
+        require_success(api.autograde(assignment, student, force=True, create=True), f"autograde {student}")
+    with Gradebook(api.coursedir.db_url, api.coursedir.course_id) as gradebook:
+        recorded = read_scores(gradebook, assignment)
+    return {student: recorded[student][0] for student in students}
 
 
 def grading_seconds(root: Path, assignment: str, students: list[str], started: float) -> dict[str, float]:

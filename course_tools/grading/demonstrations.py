@@ -10,7 +10,10 @@ submission only when all of these hold:
   release, never from the submission, whose metadata the student controls);
 - no cell that runs binds or reads a name it binds, nor a name it reads that the setup cell does
   not bind (so a student's function that uses a demonstration's `model` keeps the cells that make
-  and change `model`); this is decided to a fixed point, since a kept cell's names count too;
+  and change `model`); this is decided to a fixed point, since a kept cell's names count too. A
+  demonstration that calls a student's function is skipped only when no call can leave state for
+  a later one (`keeps_no_state`: no global beyond the setup's and the student's defs, no class,
+  decorator, default that is not a literal, function attribute or write into a global object);
 - no cell that runs reaches names in ways a parse cannot follow (`globals()`, `eval`, magics),
   which would hide what it reads. The test is by name (`.stack`, `.modules`), with exceptions
   that name no such way: `model.modules()`, a call (`sys.modules` is a dict, and calling it
@@ -148,6 +151,67 @@ def _could_change(source: str, names: frozenset[str]) -> bool:
         for scope in scopes for symbol in scope.get_symbols())
 
 
+# Default values that cannot hold state between calls: literals, torch's dtypes and a few of the
+# standard library's constants and clocks, by name.
+IMMUTABLE_ATTRIBUTES = {
+    "torch": frozenset({"float16", "bfloat16", "float32", "float64", "half", "float", "double", "int8",
+                        "int16", "int32", "int64", "long", "int", "uint8", "bool", "complex64",
+                        "complex128"}),
+    "math": frozenset({"inf", "nan", "pi", "e"}),
+    "time": frozenset({"perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time",
+                       "process_time"}),
+}
+
+
+def _immutable(default: ast.expr) -> bool:
+    if isinstance(default, ast.Constant):
+        return True
+    if isinstance(default, ast.UnaryOp) and isinstance(default.operand, ast.Constant):
+        return True
+    if isinstance(default, ast.Tuple):
+        return all(_immutable(item) for item in default.elts)
+    return (isinstance(default, ast.Attribute) and isinstance(default.value, ast.Name)
+            and default.attr in IMMUTABLE_ATTRIBUTES.get(default.value.id, ()))
+
+
+@functools.lru_cache(maxsize=4096)
+def keeps_no_state(source: str, functions: frozenset[str]) -> bool:
+    """Whether a student's cell defines only functions whose calls leave nothing behind for a later
+    call beyond the globals a parse of names sees: no class, no decorator, no default that is not
+    a literal, no write into a global object or a function's attributes (`predict.calls`), no
+    `setattr`. A closure keeps state only through an assignment (`predict = make()`), which is not
+    a definition and so is never taken for a pure one. False when the cell does not parse."""
+    tree, scopes = _parse(source), _scopes(source)
+    if tree is None or scopes is None:
+        return False
+    global_in_functions = {symbol.get_name() for scope in scopes[1:] for symbol in scope.get_symbols()
+                           if symbol.is_global()}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            return False
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            arguments = node.args
+            defaults = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
+            if node.decorator_list or not all(_immutable(d) for d in defaults):
+                return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in ATTRIBUTE_WRITERS:
+            return False
+        if isinstance(node, ast.Attribute) and node.attr in ATTRIBUTE_WRITERS:
+            return False
+        if isinstance(node, ast.Attribute | ast.Subscript):
+            root = node.value
+            while isinstance(root, ast.Attribute | ast.Subscript | ast.Call):
+                root = root.func if isinstance(root, ast.Call) else root.value
+            if not isinstance(root, ast.Name):
+                continue
+            if root.id in functions and isinstance(node, ast.Attribute):
+                return False        # a function's own attributes (predict.calls), read or written
+            if not isinstance(node.ctx, ast.Load) and root.id in global_in_functions:
+                return False        # a write into a global object from inside a function
+    return True
+
+
 def _imports_torch_by_name(call: ast.Call) -> bool:
     """importlib.import_module("torch.utils.checkpoint"): a torch module named by a constant."""
     name = call.args[0] if len(call.args) == 1 and not call.keywords else None
@@ -261,9 +325,18 @@ def skipped_at_grading(cells, release_cells) -> set[int]:
     # those functions read globals beyond the setup's and the student's own defs (a cache, a
     # counter, a demonstration's model): then it runs, as it would without the grader.
     student = [i for i in kept if not is_read_only(cells[i])]
+
+    def _defined_functions(indices) -> frozenset[str]:
+        trees = [_parse(cells[i]["source"]) for i in indices]
+        return frozenset(node.name for tree in trees if tree is not None for node in tree.body
+                         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef))
+
     student_definitions = set().union(*(names[i].definitions for i in student))
     student_reads = set().union(*(names[i].inner for i in student))
-    if not student_reads - independent - student_definitions:
+    # A default such as time.perf_counter is immutable only while `time` is the module.
+    assigned = set().union(*(names[i].bound - names[i].definitions for i in student))
+    if not student_reads - independent - student_definitions and not assigned & set(IMMUTABLE_ATTRIBUTES) \
+            and all(keeps_no_state(cells[i]["source"], _defined_functions(student)) for i in student):
         independent |= student_definitions
     needed = set().union(*(names[i].mentioned for i in kept))
     changed = True

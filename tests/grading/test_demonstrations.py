@@ -1,6 +1,7 @@
 """Which demonstration cells the grader skips (course_tools.grading.demonstrations)."""
 
 import nbformat
+import pytest
 
 from course_tools.grading.demonstrations import SKIP_TAG, global_names, skipped_at_grading
 
@@ -103,6 +104,51 @@ def test_a_demonstration_that_calls_the_students_stateful_functions_runs():
     demos = ("rows = 3", "print(predict(nn.Linear(DIM, 2), rows))")
     stateful = "calls = []\ndef predict(model, rows):\n    calls.append(rows)\n    return len(calls)"
     assert skipped_sources(notebook(*demos), notebook(*demos, solution=stateful)) == []
+
+
+STATEFUL_WITHOUT_GLOBALS = {
+    "a default argument": "def predict(model, rows, calls=[]):\n"
+                          "    calls.append(rows)\n    return len(calls)",
+    "a default made by a call": "def predict(model, rows, seen=dict()):\n"
+                                "    seen[rows] = 1\n    return len(seen)",
+    "the function's own attribute": "def predict(model, rows):\n"
+                                    "    predict.calls = getattr(predict, 'calls', 0) + 1\n"
+                                    "    return predict.calls",
+    "an attribute set from the cell": "def predict(model, rows):\n"
+                                      "    return rows * predict.scale\npredict.scale = 2",
+    "a class attribute": "class Predictor:\n    calls = 0\n    def __call__(self, model, rows):\n"
+                         "        type(self).calls += 1\n        return self.calls\n"
+                         "def predict(model, rows):\n    return Predictor()(model, rows)",
+    "a decorator's closure": "def counted(function):\n    calls = []\n    def wrapper(*args):\n"
+                             "        calls.append(1)\n        return len(calls)\n    return wrapper\n"
+                             "@counted\ndef predict(model, rows):\n    return rows",
+    "a write into a global object": "def predict(model, rows):\n    nn.calls = getattr(nn, 'calls', 0) + 1\n"
+                                    "    return nn.calls",
+    "setattr on a module": "def predict(model, rows):\n    setattr(torch, 'seen', rows)\n    return rows",
+    "a rebound time module": "import types\ntime = types.SimpleNamespace(perf_counter=[].append)\n"
+                             "def predict(model, rows, clock=time.perf_counter):\n    return clock(rows)",
+}
+
+
+@pytest.mark.parametrize("how", STATEFUL_WITHOUT_GLOBALS)
+def test_a_function_that_keeps_state_without_globals_keeps_the_demonstrations_that_call_it(how):
+    """Skipping a demonstration that calls the student's function must never change a grade: a
+    function that can remember a call (where no global name shows it) is called as stock would."""
+    demos = ("rows = 3", "print(predict(nn.Linear(DIM, 2), rows))")
+    submission = notebook(*demos, solution=STATEFUL_WITHOUT_GLOBALS[how])
+    assert skipped_sources(notebook(*demos), submission) == [], how
+
+
+@pytest.mark.parametrize("solution", [
+    "def predict(model, rows, scale=2, dtype=torch.float32, shape=(1, -2)):\n    return rows * scale",
+    "import math\ndef predict(model, rows, limit=math.inf):\n    def inner(r):\n        return r\n"
+    "    return inner(rows)",
+    "def predict(model, rows):\n    model.weight.data[0] = 1.0\n    out = {}\n    out['rows'] = rows\n"
+    "    return out['rows']",
+])
+def test_plain_functions_with_literal_defaults_still_let_their_demonstrations_be_skipped(solution):
+    demos = ("rows = 3", "print(predict(nn.Linear(DIM, 2), rows))")
+    assert skipped_sources(notebook(*demos), notebook(*demos, solution=solution)) == list(demos)
 
 
 def test_ordinary_uses_of_sys_and_inspect_do_not_count_as_reaching_globals():

@@ -234,6 +234,24 @@ class GradedDemoClass:
             assert not leaked, f"{page.parent.parent.name}'s feedback shows hidden test code: {leaked[:2]}"
 
 
+    def test_skipping_demonstrations_changes_no_grade(self, graded, released_course, tmp_path):
+        """The grader skips unchanged demonstrations that nothing reads, and those that call a
+        student's function that cannot keep state (course_tools/grading/demonstrations.py). Graded
+        again with every demonstration run, in a copy of the course, the worked solution and two
+        correct alternatives (the styles most likely to keep state where no parse sees it) score
+        exactly what they scored with skipping."""
+        from support import grade_students_again
+
+        chosen = ["reference"] + sorted(s.student for s in load_demo_class(self.assignment)
+                                        if kind_of(s) == "alternative")[:2]
+        again = grade_students_again(released_course, self.assignment, chosen, tmp_path,
+                                     skip_demonstrations=False)
+        for student in chosen:
+            assert again[student] == graded[student].scores, (
+                f"{student}: graded with every demonstration run, {again[student]}; with skipping, "
+                f"{graded[student].scores}")
+
+
 def _decoded_runs(text: str) -> list[str]:
     """What long base64 runs in `text` decode to, read forwards and backwards: a student who prints
     what their code found, encoded, must not find a hidden test either."""
