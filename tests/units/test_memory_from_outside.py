@@ -102,7 +102,7 @@ def test_a_peak_of_a_whole_cycle_fails_and_says_what_the_kernel_saw(small_worklo
     assert mistake_name(failed.value) == "cycle_held_in_memory"
     message = str(failed.value)
     assert "measured by the grader from outside your kernel" in message
-    assert "Your kernel's own record of that run" in message and "8 forward passes at once" in message
+    assert "Your kernel's own record of that run" in message and "4 forward passes at once" in message
     assert "What your notebook held before the call" not in message
 
 
@@ -216,5 +216,5 @@ def test_the_token_loop_is_measured_on_a_cycle_of_wide_logits(small_token_worklo
 
 
 def test_a_wrong_token_gradient_on_the_measured_cycle_is_named_first(small_token_workload):
-    with pytest.raises(AssertionError, match="with 8 micro-batches of 16 tokens x 64 logits"):
+    with pytest.raises(AssertionError, match="with 4 micro-batches of 16 tokens x 64 logits"):
         judged.check_token_cycle_memory(measured(token_sum_of_means, 0), "accumulate")
