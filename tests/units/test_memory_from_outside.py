@@ -216,5 +216,5 @@ def test_the_token_loop_is_measured_on_a_cycle_of_wide_logits(small_token_worklo
 
 
 def test_a_wrong_token_gradient_on_the_measured_cycle_is_named_first(small_token_workload):
-    with pytest.raises(AssertionError, match="with 4 micro-batches of 16 tokens x 64 logits"):
+    with pytest.raises(AssertionError, match="with 8 micro-batches of 16 tokens x 64 logits"):
         judged.check_token_cycle_memory(measured(token_sum_of_means, 0), "accumulate")
