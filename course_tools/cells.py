@@ -85,3 +85,9 @@ def grader_outcome(cell) -> str | None:
     metadata = cell.get("metadata", {})
     name = metadata.get(GRADER_OUTCOME_KEY) if isinstance(metadata, dict) else None
     return name if type(name) is str else None
+
+
+# Where the grader records, in an autograded notebook's metadata, whether it read the memory of
+# every kernel that ran the notebook from outside (a memory cgroup of the kernel's own): False
+# means memory-judged clauses fell back to the kernel's own evidence. Cleared before grading.
+MEMORY_MEASURED_KEY = "course_memory_measured"

@@ -35,7 +35,14 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode, default
 
-from course_tools.cells import DIAGNOSIS_KEY, GRADER_OUTCOME_KEY, grade_id, is_read_only, is_test
+from course_tools.cells import (
+    DIAGNOSIS_KEY,
+    GRADER_OUTCOME_KEY,
+    MEMORY_MEASURED_KEY,
+    grade_id,
+    is_read_only,
+    is_test,
+)
 from course_tools.grading.cell_order import release_notebook
 from course_tools.grading.demonstrations import SKIP_TAG, skipped_at_grading
 from course_tools.grading.guard_channel import BudgetSpent, GuardChannel, KernelLost, bound_names
@@ -449,11 +456,14 @@ class GuardedExecute(Execute):
             cell.metadata.pop(GRADER_OUTCOME_KEY, None)
         code_cells = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
         student = (self.resources.get("nbgrader") or {}).get("student")
+        self.nb.metadata.pop(MEMORY_MEASURED_KEY, None)
+        self._memory_measured = True
         try:
             with grading_student(variant_secret(self.variant_secret_file), student):
                 self._run_cells_with_fresh_kernels(code_cells)
         finally:
             self._grader_tests.close()   # what the tests made here goes with the notebook
+        self.nb.metadata[MEMORY_MEASURED_KEY] = self._memory_measured
         self._results_are_not_scores()
         self._write_cell_times()
         return self.nb, self.resources
@@ -470,6 +480,7 @@ class GuardedExecute(Execute):
                     if self.tests_in_grader:
                         self.guard_channel.install()
                     self._student_code_ran, self._memory_baseline = False, self._memory_usage()
+                    self._memory_measured &= self._memory_baseline is not None
                     self._cell_times.append({"cell": -1, "grade_id": KERNEL_START,
                                              "seconds": round(monotonic() - starting, 3), "outcome": "ok"})
                     replay = [i for i in code_cells if i < start and i not in self._failed_cells]

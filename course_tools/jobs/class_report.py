@@ -40,7 +40,14 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from course_tools.cells import grade_id, grader_outcome, is_solution, is_test, recorded_diagnosis
+from course_tools.cells import (
+    MEMORY_MEASURED_KEY,
+    grade_id,
+    grader_outcome,
+    is_solution,
+    is_test,
+    recorded_diagnosis,
+)
 from course_tools.grading.outcomes import DIED, OUT_OF_TIME, TAMPERED, TIMED_OUT, UNVERIFIED
 from course_tools.jobs.nbgrader_course import open_course
 from course_tools.lessons import REPO_ROOT, assignment_ids
@@ -155,11 +162,15 @@ def build_report(root: Path, assignment: str, db_url: str | None = None) -> dict
     with Gradebook(api.coursedir.db_url, api.coursedir.course_id) as gradebook:
         scores = read_scores(gradebook, assignment)
     exercises = {test: ExerciseReport(test, 0.0) for _, test, _ in tests}
+    unmeasured: set[str] = set()
     for student in sorted(scores):
         points, max_points = scores[student]
         graded = {}
         for path in (root / "autograded" / student / assignment).glob("*.ipynb"):
-            graded[path.stem] = {grade_id(c): c for c in nbformat.read(path, as_version=4).cells}
+            notebook = nbformat.read(path, as_version=4)
+            graded[path.stem] = {grade_id(c): c for c in notebook.cells}
+            if notebook.metadata.get(MEMORY_MEASURED_KEY) is not True:
+                unmeasured.add(student)
         for notebook_name, test, _ in tests:
             cells = graded.get(notebook_name, {})
             cell = cells.get(test, {})
@@ -182,6 +193,9 @@ def build_report(root: Path, assignment: str, db_url: str | None = None) -> dict
                        "points": e.points(), "mistakes": e.groups(),
                        "outcomes": [asdict(o) for o in e.outcomes]} for e in exercises.values()],
         "lost_only_to_limits": limited,
+        # Graded where the grader could not read the kernel's memory from outside: memory-judged
+        # clauses fell back to the kernel's own evidence (docs/grading-trust.md).
+        "memory_not_measured": sorted(unmeasured),
     }
 
 
@@ -247,6 +261,14 @@ def report_html(report: dict) -> str:
                             f"<td>{group['share']:.0%}</td><td>{escape(', '.join(group['examples']))}</td>"
                             f"<td>{escape(group['example_message'][:300])}</td></tr>")
             body.append("</table>")
+    unmeasured = report.get("memory_not_measured", [])
+    if unmeasured:
+        body.append(f"<p><strong>Memory not measured from outside:</strong> {len(unmeasured)} of {students} "
+                    "submissions were graded where the grader could not read the kernel's memory from its "
+                    "own cgroup (not root, or no memory cgroup for each kernel); any memory requirement of "
+                    "theirs was judged by the kernel's own evidence, which code that rewrites torch could "
+                    "forge: " + escape(", ".join(unmeasured[:20])) + (" and more" if len(unmeasured) > 20
+                                                                    else "") + ".</p>")
     limited = report["lost_only_to_limits"]
     body.append("<h2>Lost points only to the grader's limits</h2>")
     body.append("<p>" + (escape(", ".join(limited)) + ": look at these by hand." if limited else

@@ -151,6 +151,12 @@ class GradedDemoClass:
                     f"{student}: the report's message does not show {submission.says!r}")
         assert all(outcomes[test, "untouched"]["status"] == NOT_ATTEMPTED
                    for test in graded["untouched"].scores)
+        from course_tools.grading.memory_cgroups import memory_cgroups
+
+        if sandbox_status().available and memory_cgroups().available:
+            assert report["memory_not_measured"] == [], (
+                "every kernel had a memory cgroup, yet these say their memory was not measured: "
+                f"{report['memory_not_measured']}")
 
     def test_class_report_opens_in_chromium(self, class_report, browser):
         """A page a teacher opens offline: a heading, a table and a chart per exercise, no script."""

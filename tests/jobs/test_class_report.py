@@ -63,3 +63,12 @@ def test_a_students_message_is_text_in_the_page_never_markup():
     page = report_html(report)
     assert "<script" not in page and "<img" not in page and "<b>bo" not in page
     assert "&lt;script&gt;" in page
+
+
+def test_submissions_graded_without_an_outside_memory_measure_are_named():
+    report = {"assignment": "a1", "students": 2, "lost_only_to_limits": [], "exercises": [],
+              "memory_not_measured": ["<i>ana</i>"]}
+    page = report_html(report)
+    assert "Memory not measured from outside" in page and "1 of 2 submissions" in page
+    assert "&lt;i&gt;ana&lt;/i&gt;" in page
+    assert "Memory not measured" not in report_html({**report, "memory_not_measured": []})
