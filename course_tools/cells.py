@@ -67,10 +67,15 @@ def hidden_test_lines(cells) -> set[str]:
 DIAGNOSIS_KEY = "course_diagnosis"
 
 
-def recorded_diagnosis(cell) -> str | None:
+def _recorded(cell, key: str) -> str | None:
+    """The string the grader recorded under `key` in the cell's metadata, or None."""
     metadata = cell.get("metadata", {})
-    name = metadata.get(DIAGNOSIS_KEY) if isinstance(metadata, dict) else None
-    return name if type(name) is str else None
+    value = metadata.get(key) if isinstance(metadata, dict) else None
+    return value if type(value) is str else None
+
+
+def recorded_diagnosis(cell) -> str | None:
+    return _recorded(cell, DIAGNOSIS_KEY)
 
 
 # Where the grader records, on a cell of an autograded notebook, that its own limits or integrity
@@ -82,9 +87,7 @@ GRADER_OUTCOME_KEY = "course_grader_outcome"
 
 def grader_outcome(cell) -> str | None:
     """The name of the grader's own error the grader recorded on `cell` (outcomes.py), or None."""
-    metadata = cell.get("metadata", {})
-    name = metadata.get(GRADER_OUTCOME_KEY) if isinstance(metadata, dict) else None
-    return name if type(name) is str else None
+    return _recorded(cell, GRADER_OUTCOME_KEY)
 
 
 # Where the grader records, in an autograded notebook's metadata, whether it read the memory of

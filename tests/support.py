@@ -19,8 +19,6 @@ from pathlib import Path
 import nbformat
 from nbconvert.filters import strip_ansi
 from nbgrader.api import Gradebook
-from nbgrader.apps import NbGraderAPI
-from nbgrader.coursedir import CourseDirectory
 from nbgrader.validator import Validator
 
 from course_tools.cells import grade_id
@@ -31,7 +29,6 @@ from course_tools.jobs.grade_demo_class import GradedSubmission
 from course_tools.jobs.nbgrader_course import (
     load_config,
     open_course,
-    put_environment_on_path,
     require_success,
 )
 from course_tools.lessons import REPO_ROOT
@@ -124,12 +121,9 @@ def grade_students_again(root: Path, assignment: str, students: list[str], folde
     shutil.copytree(root, copy, ignore=left_out)
     for student in students:
         shutil.copytree(root / "submitted" / student, copy / "submitted" / student)
-    config = load_config(copy)
-    config.Execute.timeout = DEMO_CELL_TIMEOUT_S
-    for name, value in executor_options.items():
-        setattr(config.GuardedExecute, name, value)
-    put_environment_on_path()
-    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    api = open_course(copy, DEMO_CELL_TIMEOUT_S)
+    for name, value in executor_options.items():   # read by each nbgrader app the API starts
+        setattr(api.config.GuardedExecute, name, value)
     for student in students:
         require_success(api.autograde(assignment, student, force=True, create=True), f"autograde {student}")
     with Gradebook(api.coursedir.db_url, api.coursedir.course_id) as gradebook:

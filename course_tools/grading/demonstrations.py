@@ -325,18 +325,15 @@ def skipped_at_grading(cells, release_cells) -> set[int]:
     # those functions read globals beyond the setup's and the student's own defs (a cache, a
     # counter, a demonstration's model): then it runs, as it would without the grader.
     student = [i for i in kept if not is_read_only(cells[i])]
-
-    def _defined_functions(indices) -> frozenset[str]:
-        trees = [_parse(cells[i]["source"]) for i in indices]
-        return frozenset(node.name for tree in trees if tree is not None for node in tree.body
-                         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef))
-
+    trees = [_parse(cells[i]["source"]) for i in student]
+    student_functions = frozenset(node.name for tree in trees if tree is not None for node in tree.body
+                                  if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef))
     student_definitions = set().union(*(names[i].definitions for i in student))
     student_reads = set().union(*(names[i].inner for i in student))
     # A default such as time.perf_counter is immutable only while `time` is the module.
     assigned = set().union(*(names[i].bound - names[i].definitions for i in student))
     if not student_reads - independent - student_definitions and not assigned & set(IMMUTABLE_ATTRIBUTES) \
-            and all(keeps_no_state(cells[i]["source"], _defined_functions(student)) for i in student):
+            and all(keeps_no_state(cells[i]["source"], student_functions) for i in student):
         independent |= student_definitions
     needed = set().union(*(names[i].mentioned for i in kept))
     changed = True

@@ -200,13 +200,11 @@ class KernelMemoryCgroup:
             reading.peak = max(int(self.read("memory.max_usage_in_bytes")), reading.before)
             return
         # v2 resets memory.peak per open file: what this descriptor reads is the peak since its reset.
-        try:
-            descriptor = os.open(self.path / "memory.peak", os.O_RDWR)
-        except OSError:     # before Linux 6.12 memory.peak cannot be reset: no reading
-            yield reading
-            return
-        try:
+        # Before Linux 6.12 it cannot be reset, and the reading stays empty.
+        with contextlib.ExitStack() as stack:
             try:
+                descriptor = os.open(self.path / "memory.peak", os.O_RDWR)
+                stack.callback(os.close, descriptor)
                 os.write(descriptor, b"reset")
             except OSError:
                 yield reading
@@ -214,8 +212,6 @@ class KernelMemoryCgroup:
             reading.before = self.usage()
             yield reading
             reading.peak = max(int(os.pread(descriptor, 64, 0)), reading.before)
-        finally:
-            os.close(descriptor)
 
     def remove(self, timeout: float = 10.0) -> bool:
         """Kill whatever still runs in it, then remove it; False when it is still there after `timeout`."""

@@ -190,10 +190,8 @@ def shown_in_sandbox(path: str, python: KernelPython | None = None) -> str | Non
     folders, the kernel's Python environment, the course's packages), or None where no kernel
     sees it. A secret of the grader's must lie where this says None."""
     real = os.path.realpath(path)
-    python = python or grader_python()
-    shown = [folder for folder in ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64")]
-    shown += [*python.prefixes, str(Path(python.executable).resolve().parent.parent)]
-    shown += [place for places in python.packages.values() for place in places]
+    binds = _system_binds() + _python_binds(python or grader_python())
+    shown = [binds[at + 2] for at, argument in enumerate(binds) if argument == "--ro-bind"]
     for folder in sorted(shown, key=len):
         if len(Path(folder).parts) >= 2 and (_under(real, os.path.realpath(folder)) or _under(path, folder)):
             return folder

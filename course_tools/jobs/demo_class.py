@@ -94,12 +94,16 @@ KIND_FOLDERS = {"alternatives": "alternative", "mistakes": "mistake", "broken": 
                 "attacks": "hostile"}
 
 
-def unmet_need(submission: DemoSubmission) -> str | None:
-    """Why this grader cannot grade `submission` as its file declares (its `needs:`), or None."""
+def unmet_need(submission: DemoSubmission, sandboxed: bool | None = None) -> str | None:
+    """Why this grader cannot grade `submission` as its file declares (its `needs:`), or None.
+    `sandboxed`: whether grading runs sandboxed, as the configuration decided (default: whether
+    bubblewrap works here)."""
     from course_tools.grading.memory_cgroups import memory_cgroups
     from course_tools.grading.sandbox import sandbox_status
 
-    if submission.needs_sandbox and not sandbox_status().available:
+    if sandboxed is None:
+        sandboxed = sandbox_status().available
+    if submission.needs_sandbox and not sandboxed:
         return f"it grades as declared only in a sandbox: {sandbox_status().message}"
     if submission.needs_memory_cgroup and not memory_cgroups().available:
         return ("it grades as declared only where the grader reads each kernel's memory from its own "

@@ -99,7 +99,7 @@ def score_table(assignment: str, graded: list[GradedSubmission], sandboxed: bool
     for g in graded:
         row = "  ".join(f"{g.scores.get(c, 0):>4g}" for c in cells)
         verdict = "ok" if g.as_expected else f"UNEXPECTED (lost {', '.join(g.lost) or 'nothing'})"
-        if not g.as_expected and ((g.submission.needs_sandbox and not sandboxed) or unmet_need(g.submission)):
+        if not g.as_expected and unmet_need(g.submission, sandboxed):
             verdict = "as expected without a sandbox or memory cgroup: it cheated successfully"
         totals = f"{g.total:>5g}  {g.expected_total:>8g}"
         lines.append(f"{g.submission.student:<{width}}  {row}   {totals}  {verdict}")
@@ -180,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     all_ok = True
     for assignment, graded in graded_by_assignment.items():
         print(score_table(assignment, graded, sandbox.available))
-        all_ok &= all(g.as_expected for g in graded if not (
-            (g.submission.needs_sandbox and not sandbox.available) or unmet_need(g.submission)))
+        all_ok &= all(g.as_expected for g in graded if not unmet_need(g.submission, sandbox.available))
     print(corpus_summary(graded_by_assignment))
     export_grades(root, root / "grades.csv")
     for assignment in graded_by_assignment:

@@ -129,8 +129,7 @@ class AmpAccumulationChecks:
                 run.graphs, max(len(x) for x, _ in micro_batches))
             check_updates(run.log, reference, run.losses, final_params=run.params, stale_grads=run.old,
                           activation_peaks=peaks, memory_judged_outside=measured)
-        if measured and self.train.first_time("check_cycle_memory"):
-            check_cycle_memory(self.train, "train_accumulated_amp", amp=True)
+        check_cycle_memory(self.train, "train_accumulated_amp", amp=True)
         with prefixed(where):
             # Finite updates leave the scale alone; only scaler.update() counts them in its tracker.
             if run.growth_tracker != len(cycles) or run.scale != 1024.0:

@@ -70,8 +70,7 @@ def check_training(train: Callable, name: str, model: nn.Module, micro_batches: 
     with prefixed(where):
         check_updates(log, reference, outcome["value"], final_params=final_params, stale_grads=old,
                       activation_peaks=peaks, memory_judged_outside=peaks is None)
-    if peaks is None and train.first_time("check_cycle_memory"):
-        check_cycle_memory(train, name)
+    check_cycle_memory(train, name)
     with prefixed(where):
         if reads_per_update is not None:
             check_host_reads(outcome.get("host_reads"), len(reference.cycles), reads_per_update)

@@ -129,8 +129,7 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
     backwards = log.count("backward")
     # Where the grader reads the kernel's memory from outside, that measure judges it, once the
     # outcome is right (check_token_cycle_memory, below); the kernel's own evidence judges here.
-    measured = remote.measures_memory(accumulate)
-    if not measured:
+    if not remote.measures_memory(accumulate):
         token_loss = functools.partial(_token_loss, ignore_index=ignore_index)
         single = micro_batch_peak(model, token_loss, micro_batches)
         try:
@@ -170,8 +169,7 @@ def check_token_accumulation(accumulate: Callable, model: nn.Module, micro_batch
             raise mistake("wrong_loss_returned",
                           f"{where}: returned loss {returned:.6g}, but the mean loss over the real tokens "
                           f"of the cycle is {loss:.6g}")
-    if measured and accumulate.first_time("check_token_cycle_memory"):
-        check_token_cycle_memory(accumulate, "accumulate_token_gradients")
+    check_token_cycle_memory(accumulate, "accumulate_token_gradients")
     check_loss_reads(outcome.get("loss_reads"), where)
     return log
 
